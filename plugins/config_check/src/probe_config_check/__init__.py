@@ -1,0 +1,1 @@
+"""probe config_check items: env, pip, hyperparameters, weights, dataset, random."""

@@ -1,0 +1,1 @@
+"""probe data modes (statistics, md5, tensor, overflow) and their comparators."""

@@ -1,0 +1,1 @@
+"""probe graph mergers for tensor, pipeline and virtual-pipeline parallelism."""

@@ -1,0 +1,3 @@
+from probe_core.cli import run
+
+run()

@@ -1,0 +1,130 @@
+"""The plugin that ships inside probe-core: msprobe's config.json sections and ``probe plugins``.
+
+It is registered like any other plugin (under the name ``core``), so the
+core's own keys and commands go through the same hooks third parties use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from probe_core import hookimpl
+from probe_core.config import (
+    DATA_MODES,
+    LEGACY_TASKS,
+    LEVELS,
+    RUNNABLE_TASKS,
+    TOP,
+    check_dump_path,
+    check_ids,
+    check_names,
+    check_overflow_nums,
+    check_scope,
+    check_summary_mode,
+)
+from probe_core.specs import SPEC_FAMILIES, CommandSpec, ConfigKey, ConfigSectionSpec
+
+
+def _filters() -> tuple[ConfigKey, ...]:
+    return (
+        ConfigKey("scope", list, [], check=check_scope, doc="first and last API/module of a range to dump"),
+        ConfigKey("list", list, [], check=check_names, doc="dump only APIs/modules whose names contain one of these"),
+        ConfigKey("data_mode", list, ["all"], choices=DATA_MODES, doc="which sides of each call to dump"),
+    )
+
+
+@hookimpl
+def probe_config_sections() -> list[ConfigSectionSpec]:
+    legacy = {
+        "run_ut": "online API pre-check (msprobe 8.x)",
+        "grad_probe": "gradient monitoring (msprobe 8.x)",
+        "free_benchmark": "perturbation benchmark (msprobe 8.x)",
+        "acc_check": "offline API pre-check",
+    }
+    return [
+        ConfigSectionSpec(TOP, (
+            ConfigKey("task", str, "statistics", choices=RUNNABLE_TASKS + LEGACY_TASKS),
+            ConfigKey("dump_path", str, "./probe_dump", check=check_dump_path),
+            ConfigKey("rank", list, [], check=check_ids, doc="ranks to dump; [] for all"),
+            ConfigKey("step", list, [], check=check_ids, doc="steps to dump; [] for all"),
+            ConfigKey("level", str, "mix", choices=LEVELS),
+            ConfigKey("async_dump", bool, False),
+            ConfigKey("extra_info", bool, True),
+            ConfigKey("enable_dataloader", bool, False, doc="deprecated in msprobe; ignored"),
+            ConfigKey("precision", str, "high", choices=("high", "low")),
+            ConfigKey("is_deterministic", bool, False),
+            ConfigKey("seed", int, 1234),
+            ConfigKey("framework", str, None, choices=("pytorch", "mindspore")),
+            ConfigKey("acl_config", str, ""),
+        ), description="common keys"),
+        ConfigSectionSpec("statistics", _filters() + (
+            ConfigKey("summary_mode", (str, list), "statistics", check=check_summary_mode),
+            ConfigKey("tensor_list", list, [], check=check_names),
+            ConfigKey("device", str, "device", choices=("device", "host")),
+            ConfigKey("precision", str, "high", choices=("high", "low")),
+        ), description="task statistics"),
+        ConfigSectionSpec("tensor", _filters() + (
+            ConfigKey("file_format", str, "npy", choices=("npy", "bin")),
+            ConfigKey("online_run_ut", bool, False),
+            ConfigKey("online_run_ut_recompute", bool, False),
+            ConfigKey("nfs_path", str, ""),
+            ConfigKey("host", str, ""),
+            ConfigKey("port", int, -1),
+            ConfigKey("tls_path", str, ""),
+        ), description="task tensor"),
+        ConfigSectionSpec("overflow_check", (
+            ConfigKey("overflow_nums", int, 1, check=check_overflow_nums),
+            ConfigKey("check_mode", str, "all", choices=("all", "aicore", "atomic")),
+        ), description="task overflow_check"),
+        ConfigSectionSpec("structure", (), description="task structure"),
+    ] + [ConfigSectionSpec(name, (), description=text, runs=False) for name, text in legacy.items()]
+
+
+# -- probe plugins ----------------------------------------------------------------
+
+
+def _configure_plugins(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    parser.add_argument("-c", "--config", metavar="CONFIG",
+                        help='config.json whose "plugins" section enables/disables plugins')
+
+
+def plugins_report(registry: Any) -> list[dict[str, Any]]:
+    """One dict per plugin: name, distribution, version, status, hooks, error, and what it provides."""
+    provides: dict[str, dict[str, list[str]]] = {}
+    for family in SPEC_FAMILIES:
+        for spec in registry.family(family).values():
+            if family == "config_sections":
+                continue
+            provides.setdefault(spec.plugin, {}).setdefault(family, []).append(spec.name)
+    return [info.as_json() | {"provides": provides.get(info.name, {})} for info in registry.plugins]
+
+
+def _run_plugins(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    report = plugins_report(args.registry)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    table = Table(title="probe plugins")
+    for column in ("name", "distribution", "version", "status", "provides"):
+        table.add_column(column)
+    colours = {"enabled": "green", "disabled": "yellow", "failed": "red", "not loaded": "dim"}
+    for row in report:
+        provides = "; ".join(f"{family}: {', '.join(names)}" for family, names in row["provides"].items())
+        if row["error"]:
+            provides = row["error"]
+        status = f"[{colours[row['status']]}]{row['status']}[/]"
+        table.add_row(row["name"], row["distribution"], row["version"], status, provides)
+    Console().print(table)
+    return 0
+
+
+@hookimpl
+def probe_commands() -> list[CommandSpec]:
+    return [CommandSpec("plugins", "list installed plugins, their hooks and status",
+                        _configure_plugins, _run_plugins)]

@@ -1,0 +1,340 @@
+"""config.json: msprobe's keys, probe's ``"plugins"`` section, and what plugins add.
+
+Loading has two phases because plugins can be disabled from the config
+itself: :func:`read_config` parses the file and its ``"plugins"`` section
+(no plugin is imported yet); :func:`validate_config` then checks every key
+against the sections the enabled plugins declare. :func:`load_config` does
+both. Every bad value is reported — all of them at once — with the file,
+the key, the value, what is allowed and, for a misspelt key, a "did you
+mean".
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from probe_core.errors import ConfigError
+from probe_core.plugins import PluginSelection, ProbeWarning, Registry, load_registry
+from probe_core.specs import ConfigKey, ConfigSectionSpec
+
+TOP = ""  # the section name of top-level keys
+
+#: Tasks probe can collect; other known tasks load with a warning.
+RUNNABLE_TASKS = ("statistics", "tensor", "overflow_check", "structure")
+LEGACY_TASKS = ("free_benchmark", "run_ut", "grad_probe", "acc_check", "exception_dump")
+LEVELS = ("L0", "L1", "mix", "debug")
+DATA_MODES = ("all", "forward", "backward", "input", "output")
+
+
+@dataclass(frozen=True)
+class ProbeConfig:
+    """A validated configuration. ``sections`` holds every task section, defaults filled in."""
+
+    task: str = "statistics"
+    dump_path: str = "./probe_dump"
+    rank: tuple[int, ...] = ()
+    step: tuple[int, ...] = ()
+    level: str = "mix"
+    async_dump: bool = False
+    extra_info: bool = True
+    framework: str | None = None
+    plugins: PluginSelection = PluginSelection()
+    sections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    top: Mapping[str, Any] = field(default_factory=dict)
+    source: str = "<defaults>"
+
+    def option(self, key: str, default: Any = None) -> Any:
+        """A key of the active task's section (``scope``, ``list``, ``data_mode``, ``summary_mode``, ...)."""
+        return self.sections.get(self.task, {}).get(key, default)
+
+    @property
+    def scope(self) -> tuple[str, ...]:
+        return tuple(self.option("scope", ()))
+
+    @property
+    def list(self) -> tuple[str, ...]:
+        return tuple(self.option("list", ()))
+
+    @property
+    def data_mode(self) -> tuple[str, ...]:
+        return tuple(self.option("data_mode", ("all",)))
+
+    @property
+    def summary_mode(self) -> Any:
+        return self.option("summary_mode", "statistics")
+
+
+# -- reading ------------------------------------------------------------------
+
+
+def read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Parse a config.json file into a dict; errors name the file, line and column."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{source}: config file not found; pass the path of an existing config.json") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{source}: is a folder; pass the path of a config.json file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{source}: cannot read the config file: {exc}") from None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{source}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}; "
+                          "fix the JSON syntax (quotes, commas, brackets)") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: the top level must be a JSON object {{...}}, not {_json_type(raw)}")
+    return raw
+
+
+def plugin_selection(raw: Mapping[str, Any], source: str = "<config>") -> PluginSelection:
+    """The ``"plugins"`` section of a raw config, checked for shape (names are checked by the registry)."""
+    value = raw.get("plugins", {})
+    if not isinstance(value, dict):
+        raise ConfigError(f'{source}: key "plugins": must be an object like {{"disable": ["name"], '
+                          f'"enable": []}}, not {_json_type(value)}')
+    problems = [_unknown_key(source, "plugins", key, ("disable", "enable")) for key in value
+                if key not in ("disable", "enable")]
+    lists = {}
+    for key in ("disable", "enable"):
+        names = value.get(key, [])
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            problems.append(f'{source}: key "plugins.{key}": must be a list of plugin names, got {names!r}')
+            names = []
+        lists[key] = tuple(names)
+    if problems:
+        raise ConfigError(*problems)
+    return PluginSelection(**lists)
+
+
+# -- validating -----------------------------------------------------------------
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    registry: Registry | None = None,
+    **overrides: Any,
+) -> tuple[ProbeConfig, Registry]:
+    """Read, select plugins, validate. Returns the config and the registry it was checked against.
+
+    ``overrides`` are top-level keys (``task``, ``dump_path``, ``level``, ...)
+    or keys of the task's section (``scope``, ``list``, ``data_mode``,
+    ``summary_mode``, ...), as ``PrecisionDebugger(**kwargs)`` passes them;
+    ``None`` values are ignored.
+    """
+    raw = read_config(path) if path is not None else {}
+    source = str(path) if path is not None else "<arguments>"
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    if registry is None:
+        registry = load_registry(plugin_selection(raw, source))
+    sections = registry.config_sections
+    raw = _apply_overrides(raw, overrides, sections)
+    return validate_config(raw, sections, source), registry
+
+
+def _apply_overrides(raw: dict[str, Any], overrides: dict[str, Any],
+                     sections: Mapping[str, ConfigSectionSpec]) -> dict[str, Any]:
+    merged = dict(raw)
+    top_keys = {key.name for key in sections[TOP].keys} if TOP in sections else set()
+    for key, value in overrides.items():
+        if key in top_keys or key == "plugins":
+            merged[key] = value
+    task = merged.get("task", "statistics")
+    for key, value in overrides.items():
+        if key not in top_keys and key != "plugins":
+            section = dict(merged.get(task) or {})
+            section[key] = value
+            merged[task] = section
+    return merged
+
+
+def validate_config(raw: Mapping[str, Any], sections: Mapping[str, ConfigSectionSpec],
+                    source: str = "<config>") -> ProbeConfig:
+    """Check ``raw`` against ``sections`` and build a :class:`ProbeConfig`; all problems in one error."""
+    problems: list[str] = []
+    top_spec = sections.get(TOP, ConfigSectionSpec(TOP, ()))
+    top_keys = {key.name: key for key in top_spec.keys}
+    top: dict[str, Any] = {}
+    parsed_sections: dict[str, Mapping[str, Any]] = {}
+    for key, value in raw.items():
+        if key == "plugins":
+            continue
+        if key in top_keys:
+            top[key] = _check_value(source, key, top_keys[key], value, problems)
+        elif key in sections:
+            spec = sections[key]
+            if not isinstance(value, dict):
+                problems.append(f'{source}: key "{key}": must be an object {{...}} of {key} options, '
+                                f"not {_json_type(value)}")
+                continue
+            if not spec.runs:
+                warnings.warn(f'{source}: section "{key}" is for a task probe does not run yet; it is kept '
+                              "but not used", ProbeWarning, stacklevel=3)
+                parsed_sections[key] = MappingProxyType(dict(value))
+                continue
+            parsed_sections[key] = _check_section(source, spec, value, problems)
+        else:
+            problems.append(_unknown_key(source, None, key, list(top_keys) + list(sections) + ["plugins"]))
+    for key in top_keys.values():
+        top.setdefault(key.name, key.default)
+    for name, spec in sections.items():
+        if name != TOP and spec.runs and name not in parsed_sections:
+            parsed_sections[name] = _check_section(source, spec, {}, problems)
+    if problems:
+        raise ConfigError(*problems)
+    task = top.get("task", "statistics")
+    if task not in RUNNABLE_TASKS:
+        warnings.warn(f'{source}: task "{task}" is not run by probe yet (it runs: {", ".join(RUNNABLE_TASKS)})',
+                      ProbeWarning, stacklevel=3)
+    if top.get("enable_dataloader"):
+        warnings.warn(f'{source}: "enable_dataloader" is deprecated and ignored; call debugger.step() or use '
+                      "probe run, which ends a step at each optimizer step", ProbeWarning, stacklevel=3)
+    return ProbeConfig(
+        task=task,
+        dump_path=top.get("dump_path") or "./probe_dump",
+        rank=expand_ids(top.get("rank") or []),
+        step=expand_ids(top.get("step") or []),
+        level=top.get("level") or "mix",
+        async_dump=bool(top.get("async_dump")),
+        extra_info=bool(top.get("extra_info", True)),
+        framework=top.get("framework"),
+        plugins=plugin_selection(raw, source),
+        sections=MappingProxyType(parsed_sections),
+        top=MappingProxyType(top),
+        source=source,
+    )
+
+
+def _check_section(source: str, spec: ConfigSectionSpec, value: Mapping[str, Any],
+                   problems: list[str]) -> Mapping[str, Any]:
+    keys = {key.name: key for key in spec.keys}
+    parsed = {}
+    for name, item in value.items():
+        if name in keys:
+            parsed[name] = _check_value(source, f"{spec.name}.{name}", keys[name], item, problems)
+        else:
+            problems.append(_unknown_key(source, spec.name, name, list(keys)))
+    for key in spec.keys:
+        parsed.setdefault(key.name, key.default)
+    return MappingProxyType(parsed)
+
+
+def _check_value(source: str, where: str, key: ConfigKey, value: Any, problems: list[str]) -> Any:
+    def bad(why: str) -> Any:
+        problems.append(f'{source}: key "{where}": {why}')
+        return key.default
+
+    if not _is_kind(value, key.kind):
+        return bad(f"expected {_kind_name(key.kind)}, got {json.dumps(value)} ({_json_type(value)})")
+    if key.choices:
+        items = value if isinstance(value, list) else [value]
+        wrong = [item for item in items if item not in key.choices]
+        if wrong:
+            allowed = ", ".join(json.dumps(c) for c in key.choices)
+            return bad(f"{json.dumps(wrong[0])} is not allowed; allowed values: {allowed}")
+    if key.check is not None:
+        why = key.check(value)
+        if why:
+            return bad(why)
+    return value
+
+
+def _is_kind(value: Any, kind: type | tuple[type, ...]) -> bool:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if isinstance(value, bool):
+        return bool in kinds
+    return isinstance(value, kinds)
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    names = {bool: "true/false", int: "an integer", float: "a number", str: "a string", list: "a list",
+             dict: "an object", type(None): "null"}
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join(names.get(k, k.__name__) for k in kinds)
+
+
+def _json_type(value: Any) -> str:
+    return {bool: "boolean", int: "number", float: "number", str: "string", list: "list", dict: "object",
+            type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _unknown_key(source: str, section: str | None, key: str, known: list[str]) -> str:
+    where = f'in section "{section}"' if section else "at the top level"
+    guess = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    hint = f'did you mean "{guess[0]}"?' if guess else f"known keys: {', '.join(sorted(known))}"
+    return f'{source}: unknown key "{key}" {where}; {hint}'
+
+
+# -- value checks shared by the built-in sections ---------------------------------
+
+
+def expand_ids(value: list[Any]) -> tuple[int, ...]:
+    """``[0, "2-4", 7]`` → ``(0, 2, 3, 4, 7)``; raises ValueError on a bad item."""
+    ids: set[int] = set()
+    for item in value:
+        if isinstance(item, int) and not isinstance(item, bool) and item >= 0:
+            ids.add(item)
+            continue
+        if isinstance(item, str):
+            text = item.strip()
+            if text.isdigit():
+                ids.add(int(text))
+                continue
+            lo, sep, hi = text.partition("-")
+            if sep and lo.strip().isdigit() and hi.strip().isdigit() and int(lo) <= int(hi):
+                ids.update(range(int(lo), int(hi) + 1))
+                continue
+        raise ValueError(item)
+    return tuple(sorted(ids))
+
+
+def check_ids(value: list[Any]) -> str | None:
+    try:
+        expand_ids(value)
+    except ValueError as exc:
+        return (f"{json.dumps(exc.args[0])} is not a valid id; use non-negative integers or "
+                '"a-b" ranges with a <= b, e.g. [0, "2-4"]')
+    return None
+
+
+def check_scope(value: list[Any]) -> str | None:
+    if not all(isinstance(v, str) and v for v in value):
+        return "must be a list of API or module names"
+    if len(value) not in (0, 2):
+        return f"must name 0 or 2 entries (the first and last of a range), got {len(value)}"
+    return None
+
+
+def check_names(value: list[Any]) -> str | None:
+    if not all(isinstance(v, str) and v for v in value):
+        return "must be a list of non-empty strings"
+    return None
+
+
+def check_summary_mode(value: Any) -> str | None:
+    if isinstance(value, str):
+        return None if value in ("statistics", "md5") else \
+            f'{json.dumps(value)} is not allowed; allowed values: "statistics", "md5"'
+    stats = ("max", "min", "mean", "l2norm")
+    wrong = [v for v in value if v not in stats]
+    if wrong or not value:
+        return f'a list must name statistics among {", ".join(json.dumps(s) for s in stats)}'
+    return None
+
+
+def check_overflow_nums(value: int) -> str | None:
+    return None if value == -1 or value >= 1 else "must be -1 (no limit) or a positive integer"
+
+
+def check_dump_path(value: str) -> str | None:
+    return None if value.strip() else "must be a non-empty folder path"

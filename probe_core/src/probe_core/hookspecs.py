@@ -1,0 +1,132 @@
+"""Every extension point of probe, in one place.
+
+A plugin is a module (or object) named by an entry point in group ``probe``
+that implements some of these hooks, decorated with
+:data:`probe_core.hookimpl`. Registration hooks take no arguments and return
+a list of frozen specs from :mod:`probe_core.specs`; the registry collects
+them, fills in the plugin name, rejects duplicate names (naming both
+plugins) and orders each family by ``(priority, name)`` — never by load
+order. Event hooks are called on every enabled plugin, in plugin-name order.
+
+No hook here is ``firstresult``: where one implementation must be chosen
+(the collector for a framework), the registry chooses by spec fields, so the
+choice is explicit and reported when ambiguous.
+
+``docs/plugins.md`` has one section per hook; a test fails when one is missing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pluggy
+
+from probe_core.specs import (
+    CheckerSpec,
+    CollectorSpec,
+    CommandSpec,
+    ComparatorSpec,
+    ConfigSectionSpec,
+    DataModeSpec,
+    GraphMergerSpec,
+)
+
+PROJECT = "probe"
+hookspec = pluggy.HookspecMarker(PROJECT)
+
+
+# -- registration hooks -------------------------------------------------------
+
+
+@hookspec
+def probe_collectors() -> list[CollectorSpec]:
+    """Register framework collectors.
+
+    Called once per registry build, when a collection starts or when
+    ``probe plugins`` lists what is installed. Return one
+    :class:`~probe_core.specs.CollectorSpec` per framework adapter. Keep the
+    plugin module light: import the framework inside ``spec.load``.
+    """
+
+
+@hookspec
+def probe_data_modes() -> list[DataModeSpec]:
+    """Register data modes (how one tensor becomes a record entry).
+
+    Called once per registry build. Return
+    :class:`~probe_core.specs.DataModeSpec` objects; their logic must be
+    framework-neutral, using only the tensor operations the collector supplies.
+    """
+
+
+@hookspec
+def probe_comparators() -> list[ComparatorSpec]:
+    """Register comparators for matched dump entries of one data mode.
+
+    Called once per registry build, by ``probe compare`` and ``probe graph``.
+    Return :class:`~probe_core.specs.ComparatorSpec` objects.
+    """
+
+
+@hookspec
+def probe_checkers() -> list[CheckerSpec]:
+    """Register config_check items.
+
+    Called once per registry build, by ``probe check collect``,
+    ``ConfigChecker`` and ``probe check compare``. Return
+    :class:`~probe_core.specs.CheckerSpec` objects, each with a ``collect``
+    and a ``compare`` side.
+    """
+
+
+@hookspec
+def probe_graph_mergers() -> list[GraphMergerSpec]:
+    """Register graph mergers for parallel layouts (tp, pp, vpp, ...).
+
+    Called once per registry build, by ``probe graph`` when a parallel
+    layout is given. Return :class:`~probe_core.specs.GraphMergerSpec` objects.
+    """
+
+
+@hookspec
+def probe_commands() -> list[CommandSpec]:
+    """Register ``probe`` subcommands.
+
+    Called once when the CLI builds its parser. Return
+    :class:`~probe_core.specs.CommandSpec` objects; a name already taken by
+    another plugin is an error naming both.
+    """
+
+
+@hookspec
+def probe_config_sections() -> list[ConfigSectionSpec]:
+    """Register config.json sections (or top-level keys, with section name ``""``).
+
+    Called when a config is validated. Return
+    :class:`~probe_core.specs.ConfigSectionSpec` objects; keys of a section
+    declared by several plugins are merged, a key declared twice is an error.
+    """
+
+
+# -- event hooks --------------------------------------------------------------
+
+
+@hookspec
+def probe_on_record(name: str, entry: dict[str, Any], step: int, rank: int) -> None:
+    """Observe one recorded dump entry.
+
+    Called on the collecting process after an entry (``name``, e.g.
+    ``Functional.linear.0.forward``, and its dump.json value) is complete,
+    with the current ``step`` and ``rank``. Return nothing; keep it cheap, it
+    runs on the training thread. An exception here is reported and the
+    plugin's event hooks are switched off; collection goes on.
+    """
+
+
+@hookspec
+def probe_on_step_end(step: int, rank: int, dump_dir: str) -> None:
+    """Observe the end of a collected step.
+
+    Called once per step and rank after the step's files under ``dump_dir``
+    (``.../step{N}/rank{R}``) are complete on disk. Return nothing.
+    """

@@ -1,0 +1,321 @@
+"""Finding, loading and asking plugins.
+
+Nothing here runs at ``import probe_core``: a :class:`Registry` is built on
+demand by :func:`load_registry` (inside CLI commands and
+``PrecisionDebugger``). Entry points of group ``probe`` are listed from
+package metadata without importing them; a plugin the user disabled is
+blocked before its module is imported; a plugin that fails to import is
+reported and skipped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.metadata as md
+import os
+import warnings
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import pluggy
+
+from probe_core import hookspecs
+from probe_core.errors import PluginError
+from probe_core.specs import SPEC_FAMILIES, CollectorSpec, ConfigSectionSpec
+
+ENTRY_POINT_GROUP = "probe"
+AUTOLOAD_ENV = "PROBE_DISABLE_PLUGIN_AUTOLOAD"
+
+#: Plugins that ship inside probe-core and are registered like any other.
+BUILTIN_PLUGINS: Mapping[str, str] = {"core": "probe_core.builtin"}
+
+
+class ProbeWarning(UserWarning):
+    """A problem probe reports and works around (failed plugin, legacy config section, ...)."""
+
+
+@dataclass(frozen=True)
+class PluginSelection:
+    """config.json ``"plugins"``: names to block, and names to load even with autoload off."""
+
+    disable: tuple[str, ...] = ()
+    enable: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """What ``probe plugins`` reports about one plugin."""
+
+    name: str
+    distribution: str
+    version: str
+    status: str  # "enabled", "disabled", "failed" or "not loaded"
+    hooks: tuple[str, ...] = ()
+    error: str = ""
+    builtin: bool = False
+
+    def as_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self) | {"hooks": list(self.hooks)}
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    name: str
+    distribution: str
+    version: str
+    load: Any  # () -> plugin object
+    builtin: bool
+
+
+def autoload_enabled() -> bool:
+    return os.environ.get(AUTOLOAD_ENV, "").strip().lower() not in {"1", "true", "yes", "on"}
+
+
+def _core_version() -> str:
+    try:
+        return md.version("probe-core")
+    except md.PackageNotFoundError:
+        return "0+unknown"
+
+
+def _candidates() -> dict[str, _Candidate]:
+    """Every installed plugin, by name, without importing any of them."""
+    found: dict[str, _Candidate] = {
+        name: _Candidate(name, "probe-core", _core_version(),
+                         lambda module=module: importlib.import_module(module), True)
+        for name, module in BUILTIN_PLUGINS.items()
+    }
+    for ep in md.entry_points(group=ENTRY_POINT_GROUP):
+        dist = getattr(ep, "dist", None)
+        dist_name = dist.metadata["Name"] if dist is not None else "?"
+        version = dist.version if dist is not None else "?"
+        if ep.name in found:
+            other = found[ep.name]
+            if other.distribution == dist_name:
+                continue  # the same distribution seen twice on sys.path
+            raise PluginError(
+                f"two plugins are named {ep.name!r}: one from distribution {other.distribution!r}, "
+                f"one from {dist_name!r}; uninstall one of them (pip uninstall ...)"
+            )
+        found[ep.name] = _Candidate(ep.name, dist_name, version, ep.load, False)
+    return found
+
+
+def _check_selection(selection: PluginSelection, known: Iterable[str]) -> None:
+    known = sorted(known)
+    for key in ("disable", "enable"):
+        for name in getattr(selection, key):
+            if name not in known:
+                raise PluginError(
+                    f'config "plugins.{key}": unknown plugin {name!r}; installed plugins: '
+                    f"{', '.join(known)}"
+                )
+    both = sorted(set(selection.disable) & set(selection.enable))
+    if both:
+        raise PluginError(f'config "plugins": {", ".join(both)} both enabled and disabled; keep one')
+    for name in selection.disable:
+        if name in BUILTIN_PLUGINS:
+            raise PluginError(f'config "plugins.disable": {name!r} is part of probe-core and cannot be disabled')
+
+
+def load_registry(
+    selection: PluginSelection | None = None,
+    *,
+    extra: Iterable[tuple[str, object]] = (),
+    autoload: bool | None = None,
+) -> Registry:
+    """Build a registry of the installed plugins.
+
+    ``selection`` comes from config.json ``"plugins"``; ``extra`` registers
+    in-process plugins ``(name, object)`` (tests, embedding applications);
+    ``autoload`` defaults to the ``PROBE_DISABLE_PLUGIN_AUTOLOAD`` switch —
+    when off, only built-ins, ``extra`` and ``selection.enable`` load.
+    """
+    selection = selection or PluginSelection()
+    autoload = autoload_enabled() if autoload is None else autoload
+    candidates = _candidates()
+    extra = list(extra)
+    _check_selection(selection, list(candidates) + [name for name, _ in extra])
+
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    infos: list[PluginInfo] = []
+    for name in sorted(candidates):
+        cand = candidates[name]
+        info = PluginInfo(name, cand.distribution, cand.version, "enabled", builtin=cand.builtin)
+        if name in selection.disable:
+            pm.set_blocked(name)
+            infos.append(dataclasses.replace(info, status="disabled"))
+            continue
+        if not (cand.builtin or autoload or name in selection.enable):
+            infos.append(dataclasses.replace(info, status="not loaded"))
+            continue
+        try:
+            pm.register(cand.load(), name=name)
+        except Exception as exc:  # a broken plugin must not take probe down
+            error = f"{type(exc).__name__}: {exc}"
+            warnings.warn(f"plugin {name!r} (distribution {cand.distribution!r}) failed to load: {error}",
+                          ProbeWarning, stacklevel=2)
+            infos.append(dataclasses.replace(info, status="failed", error=error))
+            continue
+        infos.append(dataclasses.replace(info, hooks=_hook_names(pm, name)))
+    for name, plugin in extra:
+        if name in candidates or pm.has_plugin(name):
+            raise PluginError(f"plugin name {name!r} is already taken; register it under another name")
+        if name in selection.disable:
+            infos.append(PluginInfo(name, "(in-process)", "", "disabled"))
+            continue
+        pm.register(plugin, name=name)
+        infos.append(PluginInfo(name, "(in-process)", "", "enabled", hooks=_hook_names(pm, name)))
+    return Registry(pm, tuple(sorted(infos, key=lambda i: i.name)))
+
+
+def _hook_names(pm: pluggy.PluginManager, name: str) -> tuple[str, ...]:
+    callers = pm.get_hookcallers(pm.get_plugin(name)) or []
+    return tuple(sorted(caller.name for caller in callers))
+
+
+class Registry:
+    """The loaded plugins and what they registered, family by family.
+
+    Each family is a dict ``name -> spec`` ordered by ``(priority, name)``.
+    A registration hook that raises disables that plugin's contribution
+    (with a warning); two plugins registering one name is a
+    :class:`PluginError` that names both.
+    """
+
+    def __init__(self, pm: pluggy.PluginManager, plugins: tuple[PluginInfo, ...]) -> None:
+        self.pm = pm
+        self.plugins = plugins
+        self._muted: set[str] = set()
+
+    @property
+    def failures(self) -> tuple[PluginInfo, ...]:
+        return tuple(p for p in self.plugins if p.status == "failed")
+
+    def info(self, name: str) -> PluginInfo:
+        for plugin in self.plugins:
+            if plugin.name == name:
+                return plugin
+        raise KeyError(name)
+
+    def family(self, family: str) -> dict[str, Any]:
+        return self._families[family]
+
+    @cached_property
+    def _families(self) -> dict[str, dict[str, Any]]:
+        return {family: self._collect(family, cls) for family, cls in SPEC_FAMILIES.items()}
+
+    def _collect(self, family: str, cls: type) -> dict[str, Any]:
+        hook = getattr(self.pm.hook, f"probe_{family}")
+        specs: dict[str, Any] = {}
+        for impl in sorted(hook.get_hookimpls(), key=lambda i: i.plugin_name):
+            try:
+                items = list(impl.function() or ())
+            except Exception as exc:
+                warnings.warn(f"plugin {impl.plugin_name!r} failed in probe_{family}: "
+                              f"{type(exc).__name__}: {exc}", ProbeWarning, stacklevel=3)
+                continue
+            for item in items:
+                if not isinstance(item, cls):
+                    raise PluginError(f"plugin {impl.plugin_name!r}: probe_{family} must return "
+                                      f"{cls.__name__} objects, got {type(item).__name__}")
+                item = dataclasses.replace(item, plugin=impl.plugin_name)
+                if family == "config_sections":
+                    specs[item.name] = _merge_section(specs.get(item.name), item)
+                    continue
+                if item.name in specs:
+                    raise PluginError(self._clash(family, item.name, specs[item.name].plugin, item.plugin))
+                specs[item.name] = item
+        ordered = sorted(specs.values(), key=lambda s: (getattr(s, "priority", 0), s.name))
+        return {spec.name: spec for spec in ordered}
+
+    def _clash(self, family: str, name: str, first: str, second: str) -> str:
+        def where(plugin: str) -> str:
+            try:
+                return f"plugin {plugin!r} (distribution {self.info(plugin).distribution!r})"
+            except KeyError:
+                return f"plugin {plugin!r}"
+        noun = family.rstrip("s").replace("_", " ")
+        return f"{noun} {name!r} is registered twice: by {where(first)} and by {where(second)}; disable one in config.json \"plugins\""
+
+    # -- convenient views -------------------------------------------------
+
+    @property
+    def collectors(self) -> dict[str, Any]:
+        return self.family("collectors")
+
+    @property
+    def data_modes(self) -> dict[str, Any]:
+        return self.family("data_modes")
+
+    @property
+    def comparators(self) -> dict[str, Any]:
+        return self.family("comparators")
+
+    @property
+    def checkers(self) -> dict[str, Any]:
+        return self.family("checkers")
+
+    @property
+    def graph_mergers(self) -> dict[str, Any]:
+        return self.family("graph_mergers")
+
+    @property
+    def commands(self) -> dict[str, Any]:
+        return self.family("commands")
+
+    @property
+    def config_sections(self) -> dict[str, ConfigSectionSpec]:
+        return self.family("config_sections")
+
+    def collector_for(self, framework: str) -> CollectorSpec:
+        """The available collector for ``framework`` (lowest priority value wins a tie-free choice)."""
+        matching = [c for c in self.collectors.values() if c.framework == framework]
+        if not matching:
+            have = sorted({c.framework for c in self.collectors.values()}) or ["none"]
+            raise PluginError(f"no collector plugin for framework {framework!r} is installed "
+                              f"(collectors for: {', '.join(have)}); install probe-{framework}")
+        available = [c for c in matching if c.is_available()]
+        if not available:
+            raise PluginError(f"the {framework} collector ({matching[0].plugin}) is installed but "
+                              f"{framework} cannot be imported; pip install {framework}")
+        best = min(c.priority for c in available)
+        top = [c for c in available if c.priority == best]
+        if len(top) > 1:
+            raise PluginError(f"collectors {', '.join(c.name for c in top)} all claim {framework!r} with "
+                              f"priority {best}; disable all but one in config.json \"plugins\"")
+        return top[0]
+
+    # -- events -------------------------------------------------------------
+
+    def listens(self, event: str) -> bool:
+        """True when some enabled plugin implements event hook ``event`` (cheap; check before emitting)."""
+        return any(i.plugin_name not in self._muted for i in getattr(self.pm.hook, event).get_hookimpls())
+
+    def emit(self, event: str, **kwargs: Any) -> None:
+        """Call event hook ``event`` on every plugin, in name order; a plugin that raises is muted."""
+        for impl in sorted(getattr(self.pm.hook, event).get_hookimpls(), key=lambda i: i.plugin_name):
+            if impl.plugin_name in self._muted:
+                continue
+            try:
+                impl.function(**{k: kwargs[k] for k in impl.argnames})
+            except Exception as exc:
+                self._muted.add(impl.plugin_name)
+                warnings.warn(f"plugin {impl.plugin_name!r} raised in {event} and is muted for this run: "
+                              f"{type(exc).__name__}: {exc}", ProbeWarning, stacklevel=2)
+
+
+def _merge_section(old: ConfigSectionSpec | None, new: ConfigSectionSpec) -> ConfigSectionSpec:
+    if old is None:
+        return new
+    taken = {key.name: old.plugin for key in old.keys}
+    for key in new.keys:
+        if key.name in taken:
+            section = new.name or "top level"
+            raise PluginError(f"config key {key.name!r} ({section}) is declared by plugin {taken[key.name]!r} "
+                              f"and by plugin {new.plugin!r}")
+    return dataclasses.replace(old, keys=old.keys + new.keys, runs=old.runs and new.runs)

@@ -1,0 +1,195 @@
+"""What plugins hand to probe: small frozen dataclasses, one per extension family.
+
+Registration hooks (see :mod:`probe_core.hookspecs`) return lists of these.
+Each spec carries a ``name`` that is unique within its family; the registry
+fills in ``plugin`` (the registering plugin's name) so that a clash can name
+both sides. Heavy work sits behind callables, so that listing plugins never
+imports torch or mindspore.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+#: JSON-able data: what checkers collect and what config values are.
+Json = Any
+
+
+@dataclass(frozen=True)
+class CollectorSpec:
+    """A framework adapter that hooks modules/cells and APIs during collection.
+
+    ``load`` imports and returns the collector implementation; it is called
+    only when a collection for ``framework`` starts. ``is_available`` must be
+    cheap (e.g. ``importlib.util.find_spec("torch") is not None``).
+    """
+
+    name: str
+    framework: str
+    description: str
+    load: Callable[[], Any]
+    is_available: Callable[[], bool] = field(default=lambda: True)
+    priority: int = 0
+    plugin: str = ""
+
+
+@dataclass(frozen=True)
+class DataModeSpec:
+    """How one tensor becomes a record entry (``statistics``, ``md5``, ``tensor``, ...).
+
+    ``task`` is the config.json task that selects the mode (``statistics``
+    with ``summary_mode`` picks between ``statistics`` and ``md5``).
+    ``load`` returns the framework-neutral mode implementation.
+    """
+
+    name: str
+    task: str
+    description: str
+    load: Callable[[], Any]
+    priority: int = 0
+    plugin: str = ""
+
+
+@dataclass(frozen=True)
+class ComparatorSpec:
+    """How two matched entries of one data mode are compared.
+
+    ``mode`` names the data mode the comparator understands; several
+    comparators may serve one mode (each adds its own columns), run in
+    ``(priority, name)`` order. ``load`` returns the comparator object.
+    """
+
+    name: str
+    mode: str
+    description: str
+    load: Callable[[], Any]
+    priority: int = 0
+    plugin: str = ""
+
+
+@dataclass(frozen=True)
+class CheckRow:
+    """One line of a checker's comparison: an item, both sides' values, a verdict."""
+
+    item: str
+    bench: Json
+    target: Json
+    passed: bool
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class CheckContext:
+    """What a checker may look at while collecting.
+
+    ``shell_paths``: training scripts and config files named by the user;
+    ``model``: the live model (dynamic mode) or ``None``; ``framework``:
+    ``"pytorch"``, ``"mindspore"`` or ``None``; ``rank``: this process' rank.
+    """
+
+    shell_paths: Sequence[str] = ()
+    model: Any = None
+    framework: str | None = None
+    rank: int = 0
+    options: Mapping[str, Json] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CheckerSpec:
+    """A config_check item: ``collect`` gathers JSON-able data, ``compare`` diffs two of them.
+
+    ``collect(ctx: CheckContext) -> Json`` (``None`` when there is nothing to
+    collect in this context); ``compare(bench: Json, target: Json) ->
+    list[CheckRow]``. ``static`` checkers run in ``probe check collect``;
+    the others only with a live model.
+    """
+
+    name: str
+    description: str
+    collect: Callable[[CheckContext], Json]
+    compare: Callable[[Json, Json], list[CheckRow]]
+    static: bool = True
+    priority: int = 0
+    plugin: str = ""
+
+
+@dataclass(frozen=True)
+class GraphMergerSpec:
+    """Merges per-rank graphs under one parallel layout (``tp``, ``pp``, ``vpp``).
+
+    ``load`` returns the merger object; ``priority`` orders mergers when a
+    layout uses several (tp before pp before vpp by default).
+    """
+
+    name: str
+    description: str
+    load: Callable[[], Any]
+    priority: int = 0
+    plugin: str = ""
+
+
+@dataclass(frozen=True)
+class CommandSpec:
+    """A ``probe`` subcommand.
+
+    ``configure(parser)`` adds the command's arguments; ``run(args)`` does the
+    work and returns the exit code. ``args.registry`` is the
+    :class:`probe_core.plugins.Registry` the CLI loaded (config.json's
+    ``"plugins"`` section applied). Raise :class:`probe_core.errors.ProbeError`
+    for user errors: the CLI prints it as one red line.
+    """
+
+    name: str
+    help: str
+    configure: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+    priority: int = 0
+    plugin: str = ""
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    """One key of a config.json section and what values it takes.
+
+    ``kind``: a Python type or tuple of types the value must be.
+    ``choices``: allowed values (for a list value: allowed items).
+    ``check``: an extra test returning an error text, or ``None`` when fine.
+    """
+
+    name: str
+    kind: type | tuple[type, ...]
+    default: Json = None
+    choices: tuple[Json, ...] = ()
+    check: Callable[[Json], str | None] | None = None
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class ConfigSectionSpec:
+    """A config.json section a plugin understands (``statistics``, ``tensor``, ...).
+
+    ``name`` is the section key (``""`` for the top level). ``runs`` is False
+    for sections of tasks probe knows but does not run: they load with a
+    warning and are not validated key by key.
+    """
+
+    name: str
+    keys: tuple[ConfigKey, ...]
+    description: str = ""
+    runs: bool = True
+    plugin: str = ""
+
+
+SPEC_FAMILIES: dict[str, type] = {
+    "collectors": CollectorSpec,
+    "data_modes": DataModeSpec,
+    "comparators": ComparatorSpec,
+    "checkers": CheckerSpec,
+    "graph_mergers": GraphMergerSpec,
+    "commands": CommandSpec,
+    "config_sections": ConfigSectionSpec,
+}
+"""Registration family → the spec class its hook returns (hook ``probe_<family>``)."""

@@ -1,0 +1,1 @@
+"""probe for MindSpore: the MindSpore collector and PrecisionDebugger."""

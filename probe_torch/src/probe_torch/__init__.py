@@ -1,0 +1,1 @@
+"""probe for PyTorch: the PyTorch collector and PrecisionDebugger."""
