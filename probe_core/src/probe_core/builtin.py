@@ -23,6 +23,7 @@ from probe_core.config import (
     check_overflow_nums,
     check_scope,
     check_summary_mode,
+    load_config,
 )
 from probe_core.specs import SPEC_FAMILIES, CommandSpec, ConfigKey, ConfigSectionSpec
 
@@ -106,6 +107,8 @@ def _run_plugins(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    if args.config:  # the whole file must be valid, not only its "plugins" section
+        load_config(args.config, registry=args.registry)
     report = plugins_report(args.registry)
     if args.json:
         print(json.dumps(report, indent=2))

@@ -1,0 +1,223 @@
+"""The plugin system: entry points, lazy loading, disable/enable, failures, duplicates, order."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import types
+import warnings
+
+import pytest
+from tests.core.conftest import pip_install_target, write_dist
+
+from probe_core import hookimpl
+from probe_core.errors import PluginError
+from probe_core.plugins import PluginSelection, ProbeWarning, load_registry
+from probe_core.specs import CheckerSpec, CheckRow, CommandSpec, ComparatorSpec
+
+
+def _plugin(name: str, **hooks) -> types.ModuleType:
+    module = types.ModuleType(name)
+    for hook_name, function in hooks.items():
+        setattr(module, hook_name, hookimpl(function))
+    return module
+
+
+def _checker(name: str, priority: int = 0) -> CheckerSpec:
+    return CheckerSpec(name, f"checker {name}", collect=lambda ctx: {}, compare=lambda a, b: [CheckRow("x", a, b, a == b)],
+                       priority=priority)
+
+
+def test_import_probe_core_loads_no_plugin_and_no_framework(plugin_site, tmp_path):
+    marker = tmp_path / "marker"
+    code = ("import sys, probe_core, probe_core.plugins, probe_core.config, probe_core.cli;"
+            "bad = [m for m in sys.modules if m.split('.')[0] in "
+            "('torch', 'mindspore', 'probe_modes', 'probe_torch', 'probe_example_checker', 'probe_test_broken',"
+            " 'probe_test_hello', 'probe_config_check', 'numpy')];"
+            "print(bad)")
+    env = {"PYTHONPATH": str(plugin_site), "PROBE_TEST_MARKER": str(marker), "PATH": ""}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert done.stdout.strip() == "[]"
+    assert not marker.exists(), "an entry point was imported by 'import probe_core'"
+
+
+def test_probe_plugins_lists_builtins_and_third_party(plugin_site, plugins_json):
+    rows = plugins_json(site=plugin_site)
+    assert rows["core"]["distribution"] == "probe-core" and rows["core"]["builtin"] is True
+    assert "plugins" in rows["core"]["provides"]["commands"]
+    assert rows["modes"]["distribution"] == "probe-modes"
+    example = rows["git_commit"]
+    assert example["distribution"] == "probe-example-checker"
+    assert example["version"] == "0.1.0"
+    assert example["status"] == "enabled"
+    assert example["hooks"] == ["probe_checkers"]
+    assert example["provides"] == {"checkers": ["git_commit"]}
+    hello = rows["hello"]
+    assert hello["hooks"] == ["probe_commands", "probe_config_sections"]
+    assert hello["provides"] == {"commands": ["hello"]}
+
+
+def test_broken_plugin_is_reported_and_cli_keeps_working(plugin_site, run_probe, tmp_path):
+    marker = tmp_path / "marker"
+    done = run_probe("plugins", "--json", site=plugin_site, env={"PROBE_TEST_MARKER": str(marker)})
+    assert done.returncode == 0
+    rows = {row["name"]: row for row in json.loads(done.stdout)}
+    assert rows["broken"]["status"] == "failed"
+    assert rows["broken"]["distribution"] == "probe-test-broken"
+    assert "RuntimeError: this plugin is broken on purpose" in rows["broken"]["error"]
+    assert "plugin 'broken' (distribution 'probe-test-broken') failed to load" in done.stderr
+    assert rows["git_commit"]["status"] == "enabled"
+    assert marker.read_text() == "imported"
+    # the table form names the failure too, and other commands still work
+    table = run_probe("plugins", site=plugin_site)
+    assert table.returncode == 0 and "failed" in table.stdout and "broken on purpose" in table.stdout
+    hello = run_probe("hello", "--who", "probe", site=plugin_site)
+    assert hello.returncode == 0 and hello.stdout.strip() == "hello probe"
+
+
+def test_disabled_plugin_is_never_imported(plugin_site, plugins_json, run_probe, tmp_path):
+    marker = tmp_path / "marker"
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"task": "statistics", "plugins": {"disable": ["broken", "git_commit"]}}))
+    done = run_probe("plugins", "--json", "-c", str(config), site=plugin_site,
+                     env={"PROBE_TEST_MARKER": str(marker)})
+    assert done.returncode == 0, done.stderr
+    rows = {row["name"]: row for row in json.loads(done.stdout)}
+    assert rows["broken"]["status"] == "disabled"
+    assert rows["git_commit"]["status"] == "disabled"
+    assert rows["git_commit"]["provides"] == {}
+    assert not marker.exists(), "a disabled plugin was imported"
+    assert "failed to load" not in done.stderr
+
+
+def test_config_naming_an_unknown_plugin_lists_installed_ones(plugin_site, run_probe, tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"plugins": {"disable": ["git_comit"]}}))
+    done = run_probe("plugins", "-c", str(config), site=plugin_site)
+    assert done.returncode == 2
+    assert "unknown plugin 'git_comit'" in done.stderr
+    assert "git_commit" in done.stderr and "core" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_core_cannot_be_disabled(tmp_path):
+    with pytest.raises(PluginError, match="part of probe-core"):
+        load_registry(PluginSelection(disable=("core",)))
+
+
+def test_autoload_switch_loads_only_builtins_and_enabled(plugin_site, plugins_json, tmp_path):
+    env = {"PROBE_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    rows = plugins_json(site=plugin_site, env=env)
+    assert rows["core"]["status"] == "enabled"
+    assert rows["git_commit"]["status"] == "not loaded"
+    assert rows["modes"]["status"] == "not loaded"
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"plugins": {"enable": ["git_commit"]}}))
+    rows = plugins_json("-c", str(config), site=plugin_site, env=env)
+    assert rows["git_commit"]["status"] == "enabled"
+    assert rows["broken"]["status"] == "not loaded"
+
+
+def test_two_distributions_with_one_plugin_name_is_an_error(run_probe, tmp_path):
+    code = "from probe_core import hookimpl\n"
+    sources = [write_dist(tmp_path / "src", dist, "twin", module, code)
+               for dist, module in (("probe-twin-one", "twin_one"), ("probe-twin-two", "twin_two"))]
+    site = tmp_path / "site"
+    pip_install_target(site, *sources)
+    done = run_probe("plugins", site=site)
+    assert done.returncode == 2
+    assert "two plugins are named 'twin'" in done.stderr
+    assert "'probe-twin-one'" in done.stderr and "'probe-twin-two'" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_duplicate_spec_names_name_both_plugins():
+    a = _plugin("a", probe_checkers=lambda: [_checker("same")])
+    b = _plugin("b", probe_checkers=lambda: [_checker("same")])
+    registry = load_registry(extra=[("plugin_a", a), ("plugin_b", b)], autoload=False)
+    with pytest.raises(PluginError) as info:
+        registry.checkers  # noqa: B018
+    assert "checker 'same' is registered twice" in str(info.value)
+    assert "'plugin_a'" in str(info.value) and "'plugin_b'" in str(info.value)
+
+
+def test_families_are_ordered_by_priority_then_name_not_load_order():
+    a = _plugin("a", probe_checkers=lambda: [_checker("zeta"), _checker("alpha", priority=5)])
+    b = _plugin("b", probe_checkers=lambda: [_checker("beta"), _checker("early", priority=-1)])
+    for extra in ([("pa", a), ("pb", b)], [("pb", b), ("pa", a)]):
+        registry = load_registry(extra=extra, autoload=False)
+        assert list(registry.checkers) == ["early", "beta", "zeta", "alpha"]
+        assert registry.checkers["beta"].plugin == "pb"
+
+
+def test_registration_must_return_specs():
+    bad = _plugin("bad", probe_comparators=lambda: [{"name": "not a spec"}])
+    registry = load_registry(extra=[("bad", bad)], autoload=False)
+    with pytest.raises(PluginError, match="must return ComparatorSpec objects, got dict"):
+        registry.comparators  # noqa: B018
+
+
+def test_raising_registration_hook_warns_and_is_skipped():
+    def explode():
+        raise ValueError("boom")
+
+    bad = _plugin("bad", probe_comparators=explode)
+    good = _plugin("good", probe_comparators=lambda: [ComparatorSpec("c", "statistics", "d", load=lambda: None)])
+    registry = load_registry(extra=[("bad", bad), ("good", good)], autoload=False)
+    with pytest.warns(ProbeWarning, match="plugin 'bad' failed in probe_comparators: ValueError: boom"):
+        assert list(registry.comparators) == ["c"]
+
+
+def test_events_run_in_name_order_and_a_raising_plugin_is_muted():
+    calls: list[str] = []
+
+    def recorder(tag):
+        def on_record(name, entry, step, rank):
+            calls.append(f"{tag}:{name}:{step}:{rank}")
+        return on_record
+
+    def explode(name):
+        raise RuntimeError("listener bug")
+
+    plugins = [("zz", _plugin("zz", probe_on_record=recorder("zz"))),
+               ("aa", _plugin("aa", probe_on_record=recorder("aa"))),
+               ("mm", _plugin("mm", probe_on_record=explode))]
+    registry = load_registry(extra=plugins, autoload=False)
+    assert registry.listens("probe_on_record")
+    assert not registry.listens("probe_on_step_end")
+    with pytest.warns(ProbeWarning, match="plugin 'mm' raised in probe_on_record and is muted"):
+        registry.emit("probe_on_record", name="Torch.add.0.forward", entry={}, step=1, rank=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        registry.emit("probe_on_record", name="Torch.add.1.forward", entry={}, step=1, rank=0)
+    assert calls == ["aa:Torch.add.0.forward:1:0", "zz:Torch.add.0.forward:1:0",
+                     "aa:Torch.add.1.forward:1:0", "zz:Torch.add.1.forward:1:0"]
+
+
+def test_duplicate_command_names_are_an_error():
+    spec = CommandSpec("plugins", "mine", lambda p: None, lambda a: 0)
+    registry = load_registry(extra=[("mine", _plugin("mine", probe_commands=lambda: [spec]))], autoload=False)
+    with pytest.raises(PluginError, match="command 'plugins' is registered twice: by plugin 'core'"):
+        registry.commands  # noqa: B018
+
+
+def test_collector_choice_is_explicit():
+    from probe_core.specs import CollectorSpec
+
+    def collectors(*specs):
+        return _plugin("c", probe_collectors=lambda: list(specs))
+
+    one = CollectorSpec("fake", "fakefw", "d", load=lambda: "impl")
+    registry = load_registry(extra=[("c", collectors(one))], autoload=False)
+    assert registry.collector_for("fakefw").load() == "impl"
+    with pytest.raises(PluginError, match="no collector plugin for framework 'otherfw'"):
+        registry.collector_for("otherfw")
+    missing = CollectorSpec("gone", "gonefw", "d", load=lambda: None, is_available=lambda: False)
+    registry = load_registry(extra=[("c", collectors(missing))], autoload=False)
+    with pytest.raises(PluginError, match="gonefw cannot be imported"):
+        registry.collector_for("gonefw")
+    twin = CollectorSpec("fake2", "fakefw", "d", load=lambda: None)
+    registry = load_registry(extra=[("c", collectors(one, twin))], autoload=False)
+    with pytest.raises(PluginError, match="all claim 'fakefw'"):
+        registry.collector_for("fakefw")
