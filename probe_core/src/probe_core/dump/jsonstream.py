@@ -1,0 +1,187 @@
+"""Stream the members of a big JSON object without loading the whole file.
+
+dump.json is ``{"task": ..., ..., "data": {name: entry, ...}}`` and can hold
+hundreds of thousands of entries. :func:`iter_object` walks the top-level
+object and yields the members of one nested object (``data``) one at a time,
+each decoded with the C scanner of :mod:`json` and tagged with its byte span
+in the file, so a reader can come back to an entry later with
+:func:`read_span` instead of keeping it in memory. Memory stays bounded by
+the read chunk plus the largest single entry.
+
+``NaN``, ``Infinity`` and ``-Infinity`` (what Python's json writes) are
+accepted. A malformed or truncated file raises :class:`JsonStreamError`
+with the 1-based line and column and the byte offset.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+CHUNK = 1 << 22  # 4 MiB per read
+_WHITESPACE = " \t\n\r"
+_decoder = json.JSONDecoder()
+
+
+class JsonStreamError(ValueError):
+    """The file is not valid JSON from ``line``/``column`` on (``offset`` in bytes)."""
+
+    def __init__(self, message: str, line: int, column: int, offset: int, truncated: bool) -> None:
+        self.reason, self.line, self.column, self.offset, self.truncated = message, line, column, offset, truncated
+        super().__init__(f"{message}: line {line}, column {column} (byte {offset})")
+
+
+@dataclass(frozen=True)
+class Member:
+    """One member of the nested object: its key, decoded value and byte span ``[start, end)``."""
+
+    key: str
+    value: Any
+    start: int
+    end: int
+
+
+class _Cursor:
+    """A window of decoded text over a binary file, with byte offsets for any position."""
+
+    def __init__(self, handle) -> None:
+        self.handle = handle
+        self.decoder = codecs.getincrementaldecoder("utf-8")()
+        self.text = ""
+        self.pos = 0
+        self.base = 0  # byte offset of text[0]
+        self.lines = 0  # newlines before text[0]
+        self.eof = False
+        self.ascii = True
+        self._mark = (0, 0)
+
+    def fill(self) -> bool:
+        """Read one more chunk (dropping consumed text); False at end of file."""
+        if self.eof:
+            return False
+        consumed = self.text[: self.pos]
+        self.base += len(consumed.encode("utf-8")) if not consumed.isascii() else len(consumed)
+        self.lines += consumed.count("\n")
+        raw = self.handle.read(CHUNK)
+        self.eof = not raw
+        self.text = self.text[self.pos:] + self.decoder.decode(raw, final=self.eof)
+        self.pos = 0
+        self.ascii = self.text.isascii()
+        self._mark = (0, self.base)
+        return not self.eof
+
+    def byte_at(self, pos: int) -> int:
+        """Byte offset in the file of text position ``pos`` (cheap for positions moving forward)."""
+        if self.ascii:
+            return self.base + pos
+        mark_pos, mark_byte = self._mark if self._mark[0] <= pos else (0, self.base)
+        byte = mark_byte + len(self.text[mark_pos:pos].encode("utf-8"))
+        self._mark = (pos, byte)
+        return byte
+
+    def error(self, message: str, pos: int | None = None, truncated: bool = False) -> JsonStreamError:
+        pos = self.pos if pos is None else pos
+        line = self.lines + self.text.count("\n", 0, pos) + 1
+        column = pos - self.text.rfind("\n", 0, pos)
+        return JsonStreamError(message, line, column, self.byte_at(pos), truncated or (self.eof and pos >= len(self.text)))
+
+    def peek(self) -> str:
+        """The next non-blank character ('' at end of file), without consuming it."""
+        while True:
+            text, pos = self.text, self.pos
+            while pos < len(text) and text[pos] in _WHITESPACE:
+                pos += 1
+            self.pos = pos
+            if pos < len(text):
+                return text[pos]
+            if not self.fill():
+                return ""
+
+    def expect(self, chars: str, what: str) -> str:
+        char = self.peek()
+        if not char:
+            raise self.error(f"file ends early, expected {what}", truncated=True)
+        if char not in chars:
+            raise self.error(f"expected {what}, found {char!r}")
+        self.pos += 1
+        return char
+
+    def value(self) -> Any:
+        """Decode the JSON value at the cursor, reading more of the file as needed."""
+        if not self.peek():
+            raise self.error("file ends early, expected a value", truncated=True)
+        while True:
+            try:
+                value, end = _decoder.raw_decode(self.text, self.pos)
+            except json.JSONDecodeError as exc:
+                near_end = exc.pos >= len(self.text) - 16 or exc.msg.startswith("Unterminated")  # a token cut by the chunk
+                if near_end and self.fill():
+                    continue
+                raise self.error(exc.msg, exc.pos, truncated=near_end and self.eof) from None
+            if end >= len(self.text) and not self.eof and self.fill():
+                continue  # a number may go on in the next chunk
+            self.pos = end
+            return value
+
+    def key(self) -> str:
+        if self.peek() != '"':
+            if not self.peek():
+                raise self.error("file ends early, expected a key", truncated=True)
+            raise self.error(f"expected a quoted key, found {self.peek()!r}")
+        return self.value()
+
+
+def iter_object(path: str | Path, nested: str = "data", header: dict[str, Any] | None = None) -> Iterator[Member]:
+    """Yield the members of ``top[nested]`` in file order.
+
+    Other top-level members are stored into ``header`` (when given) as they
+    are met: members before ``nested`` are there by the first yield, members
+    after it once the generator is exhausted. Raises :class:`JsonStreamError`
+    on malformed input (after yielding every member read before the fault).
+    """
+    header = {} if header is None else header
+    with open(path, "rb") as handle:
+        cur = _Cursor(handle)
+        if not cur.peek():
+            raise cur.error("file is empty", truncated=True)
+        cur.expect("{", "'{' opening the top-level object")
+        if cur.peek() == "}":
+            cur.pos += 1
+        else:
+            while True:
+                key = cur.key()
+                cur.expect(":", "':' after a key")
+                if key == nested and cur.peek() == "{":
+                    yield from _members(cur)
+                else:
+                    header[key] = cur.value()
+                if cur.expect(",}", "',' or '}' after a top-level member") == "}":
+                    break
+        if cur.peek():
+            raise cur.error(f"unexpected {cur.peek()!r} after the end of the top-level object")
+
+
+def _members(cur: _Cursor) -> Iterator[Member]:
+    cur.expect("{", "'{'")
+    if cur.peek() == "}":
+        cur.pos += 1
+        return
+    while True:
+        key = cur.key()
+        cur.expect(":", "':' after a key")
+        cur.peek()
+        start = cur.byte_at(cur.pos)
+        value = cur.value()
+        yield Member(key, value, start, cur.byte_at(cur.pos))
+        if cur.expect(",}", "',' or '}' after an entry") == "}":
+            return
+
+
+def read_span(handle, start: int, end: int) -> Any:
+    """Decode the JSON value stored at bytes ``[start, end)`` of an open binary file."""
+    handle.seek(start)
+    return json.loads(handle.read(end - start))

@@ -1,0 +1,108 @@
+"""Flatten one dump entry into its leaves: one :class:`TensorMeta` per tensor or scalar.
+
+Leaf names follow msprobe's compare rows: ``{entry}.input.{i}`` for
+``input_args`` (nested: ``.input.{i}.{j}``), ``{entry}.input.{key}`` for
+``input_kwargs``, ``{entry}.input.{i}`` / ``.output.{i}`` for backward
+entries, ``{entry}.parameters.{name}`` for a module's parameters and
+``{entry}.{name}`` for a ``parameters_grad`` entry (no list index there).
+A ``null`` in a list is a leaf with every field ``None``.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+#: dump.json key -> (row role, row name part). Order is the row order msprobe writes.
+SECTIONS: tuple[tuple[str, str, str], ...] = (
+    ("input_args", "input", ".input"),
+    ("input_kwargs", "input", ".input"),
+    ("input", "input", ".input"),
+    ("output", "output", ".output"),
+    ("parameters", "parameters", ".parameters"),
+)
+MAX_DEPTH = 64
+
+
+@dataclass(frozen=True, slots=True)
+class TensorMeta:
+    """One leaf of an entry: a tensor's metadata, or a non-tensor value.
+
+    ``role`` is ``"input"``, ``"output"``, ``"parameters"`` or
+    ``"parameters_grad"``; ``is_tensor`` is False for scalars, strings, dtypes,
+    ... (then ``value`` holds the value and the statistics mirror it when it
+    is a number, as msprobe does). ``md5`` is the CRC-32 of a tensor's bytes,
+    or of ``str(value)`` for a non-tensor. ``data_name`` names the tensor
+    file in ``dump_tensor_data/`` (tensor mode).
+    """
+
+    name: str
+    role: str
+    type: str | None = None
+    dtype: str | None = None
+    shape: tuple[int, ...] | None = None
+    max: Any = None
+    min: Any = None
+    mean: Any = None
+    norm: Any = None
+    requires_grad: bool | None = None
+    md5: str | None = None
+    data_name: str | None = None
+    value: Any = None
+    is_tensor: bool = False
+
+    @property
+    def stats(self) -> tuple[Any, Any, Any, Any]:
+        """(Max, Min, Mean, Norm)."""
+        return (self.max, self.min, self.mean, self.norm)
+
+
+def _leaf(data: dict, name: str, role: str) -> TensorMeta:
+    kind = data.get("type")
+    shape = data.get("shape")
+    is_tensor = isinstance(kind, str) and "Tensor" in kind or ("dtype" in data and "shape" in data and "value" not in data)
+    if is_tensor:
+        return TensorMeta(
+            name, role, kind, data.get("dtype"), tuple(shape) if isinstance(shape, list) else None,
+            data.get("Max"), data.get("Min"), data.get("Mean"), data.get("Norm"),
+            data.get("requires_grad"), data.get("md5"), data.get("data_name") or None, None, True,
+        )
+    value = data.get("value")
+    number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return TensorMeta(
+        name, role, kind, kind, (), number, number, number, number, data.get("requires_grad"),
+        f"{zlib.crc32(str(value).encode()):08x}", data.get("data_name") or None, value, False,
+    )
+
+
+def _walk(node: Any, name: str, role: str, index_lists: bool, depth: int) -> Iterator[TensorMeta]:
+    if depth > MAX_DEPTH:
+        raise ValueError(f"{name}: nesting deeper than {MAX_DEPTH} levels")
+    if node is None:
+        yield TensorMeta(name, role)
+    elif isinstance(node, list):
+        for i, item in enumerate(node):
+            yield from _walk(item, f"{name}.{i}" if index_lists else name, role, index_lists, depth + 1)
+    elif isinstance(node, dict):
+        if isinstance(node.get("type"), str):
+            yield _leaf(node, name, role)
+        else:
+            for key, item in node.items():
+                yield from _walk(item, f"{name}.{key}", role, index_lists, depth + 1)
+
+
+def iter_leaves(entry_name: str, data: dict) -> Iterator[TensorMeta]:
+    """The leaves of one entry, in msprobe's row order (inputs, outputs, parameters)."""
+    if entry_name.endswith(".debug"):
+        yield from _walk(data, entry_name, "debug", True, 0)
+        return
+    if not isinstance(data, dict):
+        return
+    if ".parameters_grad" in entry_name and not any(key in data for key, _, _ in SECTIONS):
+        yield from _walk(data, entry_name, "parameters_grad", False, 0)
+        return
+    for key, role, suffix in SECTIONS:
+        if key in data:
+            yield from _walk(data[key], entry_name + suffix, role, True, 0)

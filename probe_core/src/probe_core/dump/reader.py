@@ -1,0 +1,284 @@
+"""Read probe's and msprobe's dumps: one :class:`RankDump` per ``dump.json``.
+
+A rank dump is read lazily: :meth:`RankDump.entries` streams entries in
+execution order (file order), :meth:`RankDump.index` makes one pass that
+keeps only names and byte spans, and :meth:`RankDump.load` comes back for
+one entry. construct.json (parents) and stack.json (call stacks) are loaded
+on first use. Malformed files raise :class:`~probe_core.errors.DumpError`
+naming the file, line, column and byte; with ``lenient=True`` the entries
+before the fault are returned and a :class:`~probe_core.plugins.ProbeWarning`
+says what was dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from probe_core.dump.jsonstream import JsonStreamError, Member, iter_object, read_span
+from probe_core.dump.leaves import TensorMeta, iter_leaves
+from probe_core.dump.names import EntryName, parse_entry_name
+from probe_core.errors import DumpError
+
+TENSOR_DIR = "dump_tensor_data"
+MODES = ("statistics", "md5", "tensor")
+
+
+@dataclass(frozen=True, slots=True)
+class EntryRef:
+    """Where one entry lives in dump.json: ``index`` in execution order, byte span ``[start, end)``."""
+
+    name: str
+    index: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class DumpEntry:
+    """One entry of a dump (an API call, a module call, parameter gradients, a saved variable).
+
+    ``index`` is its position in execution order (file order), ``data`` its
+    raw dump.json value, ``parent`` its parent node from construct.json
+    (``None`` at the top or at L1), ``stack`` its call stack lines.
+    """
+
+    name: str
+    index: int
+    data: Any
+    parent: str | None = None
+    stack: tuple[str, ...] = ()
+    dump: RankDump | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def parsed(self) -> EntryName:
+        """Name parts: kind, base (API or module), direction, count."""
+        return parse_entry_name(self.name)
+
+    def leaves(self) -> list[TensorMeta]:
+        """Tensors and scalars of this entry, one per compare row, in msprobe's row order."""
+        try:
+            return list(iter_leaves(self.name, self.data))
+        except ValueError as exc:
+            where = self.dump.dump_file if self.dump else "dump.json"
+            raise DumpError(f"{where}: entry {self.name!r}: {exc}") from None
+
+    def tensor_path(self, leaf: TensorMeta) -> Path | None:
+        """The file holding ``leaf``'s tensor (tensor mode), or ``None`` when it has none."""
+        if not leaf.data_name or self.dump is None:
+            return None
+        return self.dump.tensor_file(leaf.data_name)
+
+
+class RankDump:
+    """The dump of one rank at one step: ``dump.json`` plus its neighbours.
+
+    ``folder`` holds ``dump.json``, ``stack.json``, ``construct.json`` and
+    ``dump_tensor_data/``; ``step`` and ``rank`` come from the folder names
+    (``step{N}``, ``rank{N}``/``rank``/``proc{pid}``), ``None`` when absent.
+    Use as a context manager (or call :meth:`close`) when using :meth:`load`.
+    """
+
+    def __init__(self, dump_file: str | Path, step: int | None = None, rank: int | None = None,
+                 lenient: bool = False) -> None:
+        self.dump_file = Path(dump_file)
+        self.folder = self.dump_file.parent
+        self.step, self.rank, self.lenient = step, rank, lenient
+        self._handle = None
+
+    def __repr__(self) -> str:
+        return f"RankDump({str(self.dump_file)!r}, step={self.step}, rank={self.rank})"
+
+    def __enter__(self) -> RankDump:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+    # -- header and mode ------------------------------------------------------
+
+    @cached_property
+    def header(self) -> dict[str, Any]:
+        """Top-level fields other than ``data``: task, level, framework, dump_data_dir."""
+        if not self.dump_file.is_file():
+            raise DumpError(f"{self.dump_file}: no such file; point probe at a dump.json or its folder")
+        header: dict[str, Any] = {}
+        stream = iter_object(self.dump_file, "data", header)
+        try:
+            first = next(stream, None)
+            if first is None:
+                self._check_has_data(header)
+            elif not {"task", "framework"} <= header.keys():
+                for _ in stream:  # fields after "data": read on to the end
+                    pass
+        except JsonStreamError as exc:
+            if not self.lenient:
+                raise self._error(exc) from None
+        finally:
+            stream.close()
+        return header
+
+    def _check_has_data(self, header: dict[str, Any]) -> None:
+        if "data" in header and not isinstance(header["data"], dict):
+            raise DumpError(f'{self.dump_file}: "data" must be an object of entries, '
+                            f"got {type(header['data']).__name__}; is this a dump.json?")
+
+    @property
+    def framework(self) -> str:
+        """``pytorch``, ``mindspore`` or ``""`` when the dump does not say."""
+        return str(self.header.get("framework") or "")
+
+    @property
+    def task(self) -> str:
+        return str(self.header.get("task") or "")
+
+    @property
+    def level(self) -> str:
+        return str(self.header.get("level") or "")
+
+    @cached_property
+    def mode(self) -> str:
+        """The data mode of the dump: ``tensor``, ``md5`` or ``statistics``.
+
+        From ``task`` and, for statistics dumps, the first tensor (an
+        ``md5`` field means summary_mode md5).
+        """
+        if self.task == "tensor":
+            return "tensor"
+        for entry in self.entries():
+            for leaf in entry.leaves():
+                if leaf.is_tensor:
+                    if leaf.data_name and self.task != "statistics":
+                        return "tensor"
+                    return "md5" if leaf.md5 else "statistics"
+        return "statistics"
+
+    # -- entries --------------------------------------------------------------
+
+    def _members(self, lenient: bool | None) -> Iterator[Member]:
+        lenient = self.lenient if lenient is None else lenient
+        if not self.dump_file.is_file():
+            raise DumpError(f"{self.dump_file}: no such file; point probe at a dump.json or its folder")
+        header: dict[str, Any] = {}
+        count = 0
+        try:
+            for member in iter_object(self.dump_file, "data", header):
+                count += 1
+                yield member
+            self._check_has_data(header)
+        except JsonStreamError as exc:
+            if not lenient:
+                raise self._error(exc) from None
+            warnings.warn(f"{self.dump_file}: {exc}; read the {count} entries before it and dropped "
+                          f"the rest (--lenient)", _probe_warning(), stacklevel=3)
+
+    def _error(self, exc: JsonStreamError) -> DumpError:
+        if exc.offset == 0 and exc.truncated:
+            return DumpError(f"{self.dump_file}: the file is empty (0 bytes); the dump wrote nothing: "
+                             f"check that collection ran and reached a step end, then dump again")
+        if exc.truncated:
+            fix = ("the file is truncated (did the run stop while dumping?); re-run the dump, "
+                   "or pass --lenient to use the entries before that point")
+        else:
+            fix = "the file is not valid JSON; re-run the dump, or pass --lenient to use the entries before that point"
+        return DumpError(f"{self.dump_file}: {exc}: {fix}")
+
+    def entries(self, lenient: bool | None = None) -> Iterator[DumpEntry]:
+        """Every entry in execution order, streamed (memory: one entry at a time)."""
+        parents, stacks = self.construct, self.stacks
+        for index, member in enumerate(self._members(lenient)):
+            yield DumpEntry(member.key, index, member.value, parents.get(member.key),
+                            stacks.get(member.key, ()), self)
+
+    def index(self, lenient: bool | None = None) -> list[EntryRef]:
+        """Names and byte spans of every entry, in execution order (one pass, values dropped)."""
+        return [EntryRef(m.key, i, m.start, m.end) for i, m in enumerate(self._members(lenient))]
+
+    def load(self, ref: EntryRef) -> DumpEntry:
+        """Read one entry back from its :class:`EntryRef` (random access; keeps the file open)."""
+        if self._handle is None:
+            self._handle = open(self.dump_file, "rb")  # noqa: SIM115 (closed by close())
+        try:
+            data = read_span(self._handle, ref.start, ref.end)
+        except (ValueError, OSError) as exc:
+            raise DumpError(f"{self.dump_file}: entry {ref.name!r} at byte {ref.start} cannot be read "
+                            f"again ({exc}); was the file changed during the compare?") from None
+        return DumpEntry(ref.name, ref.index, data, self.construct.get(ref.name),
+                         self.stacks.get(ref.name, ()), self)
+
+    # -- neighbours -----------------------------------------------------------
+
+    @cached_property
+    def construct(self) -> dict[str, str | None]:
+        """``{node: parent or None}`` from construct.json (``{}`` when absent or empty)."""
+        data = _read_small_json(self.folder / "construct.json", self.lenient)
+        if data is None:
+            return {}
+        if not isinstance(data, dict):
+            raise DumpError(f"{self.folder / 'construct.json'}: expected an object {{node: parent}}, "
+                            f"got {type(data).__name__}")
+        return data
+
+    @cached_property
+    def stacks(self) -> dict[str, tuple[str, ...]]:
+        """``{entry name: stack lines}`` from stack.json (both msprobe layouts; ``{}`` when absent)."""
+        path = self.folder / "stack.json"
+        data = _read_small_json(path, self.lenient)
+        if not isinstance(data, dict):
+            return {}
+        stacks: dict[str, tuple[str, ...]] = {}
+        for key, value in data.items():
+            if (isinstance(value, list) and len(value) == 2 and isinstance(value[0], list)
+                    and isinstance(value[1], list)):
+                lines = tuple(str(line) for line in value[1])
+                for name in value[0]:
+                    stacks[str(name)] = lines
+            elif isinstance(value, list):  # older layout: {entry: [lines]}
+                stacks[key] = tuple(str(line) for line in value)
+        return stacks
+
+    @cached_property
+    def tensor_dir(self) -> Path:
+        """Where tensor files are: ``folder/dump_tensor_data`` (else the header's ``dump_data_dir``)."""
+        local = self.folder / TENSOR_DIR
+        declared = self.header.get("dump_data_dir")
+        if not local.is_dir() and isinstance(declared, str) and declared and Path(declared).is_dir():
+            return Path(declared)
+        return local
+
+    def tensor_file(self, data_name: str) -> Path:
+        """The path of tensor file ``data_name`` (not checked for existence)."""
+        return self.tensor_dir / data_name
+
+
+def _probe_warning() -> type[Warning]:
+    from probe_core.plugins import ProbeWarning
+
+    return ProbeWarning
+
+
+def _read_small_json(path: Path, lenient: bool) -> Any:
+    """Load stack.json / construct.json; ``None`` when missing or empty."""
+    if not path.is_file():
+        return None
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if not text.strip():
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        message = f"{path}: {exc.msg} at line {exc.lineno}, column {exc.colno} (char {exc.pos})"
+        if lenient:
+            warnings.warn(f"{message}; ignoring this file (--lenient)", _probe_warning(), stacklevel=3)
+            return None
+        raise DumpError(f"{message}: re-run the dump, or pass --lenient to ignore this file") from None
