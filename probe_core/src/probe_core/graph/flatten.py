@@ -1,0 +1,51 @@
+"""Turn one dump.json entry into the node's input and output tables.
+
+Nested arguments become dotted keys the way the viewer shows them:
+``{entry}.input.0``, ``{entry}.input.1.0`` (a list argument), ``{entry}.input.dim``
+(a keyword), ``{entry}.parameters.weight``, ``{entry}.output.0``; a
+``parameters_grad`` entry gives ``{entry}.weight`` inputs and no outputs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from probe_core.graph.model import TensorTable
+from probe_core.graph.names import is_params_grad
+
+INPUT_KEYS = (("input_args", "input"), ("input", "input"), ("input_kwargs", "input"), ("parameters", "parameters"))
+
+
+def _flatten(value: Any, key: str, into: TensorTable) -> None:
+    if isinstance(value, dict):
+        if "type" in value:
+            into[key] = value
+            return
+        for sub, item in value.items():
+            _flatten(item, f"{key}.{sub}", into)
+    elif value is None:
+        into[key] = {"value": None}  # a None argument keeps its slot
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            _flatten(item, f"{key}.{index}", into)
+
+
+def flatten_entry(name: str, entry: dict[str, Any]) -> tuple[TensorTable, TensorTable]:
+    """(inputs, outputs) of one entry, keyed by dotted argument names."""
+    inputs: TensorTable = {}
+    outputs: TensorTable = {}
+    if not isinstance(entry, dict):
+        return inputs, outputs
+    if is_params_grad(name):
+        for param, grads in entry.items():
+            if isinstance(grads, list) and len(grads) == 1:
+                _flatten(grads[0], f"{name}.{param}", inputs)
+            else:
+                _flatten(grads, f"{name}.{param}", inputs)
+        return inputs, outputs
+    for field, label in INPUT_KEYS:
+        if field in entry:
+            _flatten(entry[field], f"{name}.{label}", inputs)
+    if "output" in entry:
+        _flatten(entry["output"], f"{name}.output", outputs)
+    return inputs, outputs

@@ -1,0 +1,191 @@
+"""Write graphs to the SQLite ``.vis.db`` file the tb-graph-ascend TensorBoard plugin reads.
+
+Three tables: ``tb_nodes`` (one row per node per graph, keyed by step, rank
+and data source ``NPU``/``Bench``), ``tb_stack`` (one row per distinct call
+stack) and ``tb_config`` (one row: graph type, task, colours, ranks, steps).
+What the viewer insists on: the root's ``up_node`` is ``''``, every
+``stack_id`` has a ``tb_stack`` row, the file is in WAL journal mode, files
+are 640 and folders 750, and no symlinks. The file is written under a
+temporary name and renamed into place when complete.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from probe_core.errors import GraphError
+from probe_core.graph.model import Graph, TensorTable
+
+NODE_COLUMNS = (
+    ("id", "TEXT PRIMARY KEY"), ("graph_id", "TEXT NOT NULL"), ("node_order", "INTEGER NOT NULL"),
+    ("node_name", "TEXT NOT NULL"), ("node_type", "TEXT NOT NULL"), ("up_node", "TEXT"), ("sub_nodes", "TEXT"),
+    ("precision_index", "INTEGER"), ("overflow_level", "TEXT"), ("micro_step_id", "INTEGER NOT NULL"),
+    ("matched_node_link", "TEXT"), ("stack_id", "TEXT"), ("parallel_merge_info", "TEXT"),
+    ("matched_distributed", "TEXT"), ("modified", "INTEGER NOT NULL"), ("input_data", "TEXT"),
+    ("output_data", "TEXT"), ("data_source", "TEXT"), ("dump_data_dir", "TEXT"), ("step", "INTEGER NOT NULL"),
+    ("rank", "INTEGER NOT NULL"), ("is_distributed", "INTEGER"),
+)
+STACK_COLUMNS = (("id", "TEXT PRIMARY KEY"), ("stack_info", "TEXT"))
+CONFIG_COLUMNS = (
+    ("id", "TEXT PRIMARY KEY"), ("graph_type", "TEXT NOT NULL"), ("task", "TEXT"), ("tool_tip", "TEXT"),
+    ("micro_steps", "INTEGER"), ("overflow_check", "INTEGER"), ("node_colors", "TEXT NOT NULL"),
+    ("rank_list", "TEXT NOT NULL"), ("step_list", "TEXT NOT NULL"),
+)
+INDEXES = {
+    "index1": ("step", "rank", "data_source", "up_node", "node_order"),
+    "index2": ("step", "rank", "data_source", "node_name"),
+    "index3": ("step", "rank", "data_source", "node_order"),
+    "index4": ("step", "rank", "node_order"),
+    "index5": ("step", "rank", "micro_step_id", "node_order"),
+    "index6": ("step", "rank", "modified", "matched_node_link"),
+    "index7": ("is_distributed",),
+}
+FILE_MODE, DIR_MODE = 0o640, 0o750
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return str(value)
+
+
+def format_value(value: dict[str, Any]) -> dict[str, str]:
+    """One tensor/scalar description with every field as text (what the viewer displays)."""
+    shown = {key: _text(item) for key, item in value.items()}
+    if len(value) == 1 and value.get("value", 0) is None:
+        return shown
+    if "Max" not in value and "value" in value and isinstance(value["value"], (int, float)) \
+            and not isinstance(value["value"], bool):
+        scalar = _text(value["value"])
+        shown.update(Max=scalar, Min=scalar, Mean=scalar, Norm=scalar, dtype=f"<class {value.get('type')}>",
+                     shape="[]")
+    shown.setdefault("requires_grad", "null")
+    shown.setdefault("data_name", "-1")
+    return shown
+
+
+def format_table(table: TensorTable, metrics: dict[str, dict[str, Any]] | None = None) -> str:
+    """The JSON text of a node's input or output column (with compare metrics merged in)."""
+    out: dict[str, dict[str, str]] = {}
+    for key, value in table.items():
+        shown = format_value(value)
+        if metrics and key in metrics:
+            shown.update({name: _text(item) for name, item in metrics[key].items()})
+        out[key] = shown
+    return json.dumps(out)
+
+
+@dataclass
+class GraphRows:
+    """What one graph contributes to the file (picklable, so workers can build it)."""
+
+    nodes: list[tuple] = field(default_factory=list)
+    stacks: list[tuple[str, str]] = field(default_factory=list)
+
+
+def graph_rows(graph: Graph, metrics: dict[str, dict[str, dict[str, Any]]] | None = None) -> GraphRows:
+    """Rows for ``tb_nodes`` and ``tb_stack``; ``metrics[node][tensor key]`` adds compare columns."""
+    rows = GraphRows()
+    graph_id = graph.graph_id
+    stack_ids: dict[str, str] = {}
+    metrics = metrics or {}
+    for order, node in enumerate(graph.walk()):
+        stack_text = json.dumps(list(node.stack))
+        stack_id = stack_ids.get(stack_text)
+        if stack_id is None:
+            stack_id = stack_ids[stack_text] = f"{graph_id}_{len(stack_ids)}"
+            rows.stacks.append((stack_id, stack_text))
+        matched = node.matched
+        link = json.dumps(matched.ancestors() + [matched.name]) if matched is not None else "[]"
+        node_metrics = metrics.get(node.name)
+        rows.nodes.append((
+            f"{graph_id}_{node.name}", graph_id, order, node.name, str(int(node.kind)),
+            node.parent.name if node.parent is not None else "",
+            json.dumps([child.name for child in node.children]) if node.children else "",
+            node.precision_index, node.overflow_level, node.micro_step, link, stack_id,
+            json.dumps(node.merge_info) if node.merge_info else "", "{}", 0,
+            format_table(node.inputs, node_metrics), format_table(node.outputs, node_metrics),
+            graph.source, graph.dump_dir, graph.step, graph.rank,
+            1 if node.name.startswith("Distributed.") else 0,
+        ))
+    return rows
+
+
+@dataclass(frozen=True)
+class VisConfig:
+    """The ``tb_config`` row."""
+
+    graph_type: str  # "build" or "compare"
+    task: str = ""
+    tool_tip: dict[str, str] | None = None
+    micro_steps: int = 1
+    overflow_check: bool = False
+    node_colors: dict[str, Any] | None = None
+    ranks: Sequence[int] = (0,)
+    steps: Sequence[int] = (0,)
+
+
+def _create(cursor: sqlite3.Cursor, table: str, columns: Sequence[tuple[str, str]]) -> str:
+    cursor.execute(f"CREATE TABLE {table} ({', '.join(f'{n} {t}' for n, t in columns)})")
+    return f"INSERT INTO {table} VALUES ({', '.join('?' for _ in columns)})"
+
+
+def _safe_output_dir(folder: Path) -> Path:
+    if folder.is_symlink():
+        raise GraphError(f"{folder}: the output folder is a symlink; give a real folder with -o")
+    folder.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+    if not folder.is_dir():
+        raise GraphError(f"{folder}: not a folder; give a folder with -o")
+    os.chmod(folder, DIR_MODE)
+    return folder
+
+
+def write_vis_db(path: str | os.PathLike, parts: Iterable[GraphRows], config: VisConfig) -> Path:
+    """Write ``path`` (a ``*.vis.db``) from graph rows and the config; return the path."""
+    final = Path(path)
+    _safe_output_dir(final.parent)
+    if final.is_symlink():
+        raise GraphError(f"{final}: is a symlink; probe does not write through symlinks")
+    temp = final.with_name(f".{final.name}.{os.getpid()}.tmp")
+    for leftover in (temp, Path(f"{temp}-wal"), Path(f"{temp}-shm")):
+        if leftover.exists() or leftover.is_symlink():
+            leftover.unlink()
+    conn = sqlite3.connect(temp)
+    try:
+        cursor = conn.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        insert_node = _create(cursor, "tb_nodes", NODE_COLUMNS)
+        insert_stack = _create(cursor, "tb_stack", STACK_COLUMNS)
+        insert_config = _create(cursor, "tb_config", CONFIG_COLUMNS)
+        for part in parts:
+            cursor.executemany(insert_node, part.nodes)
+            cursor.executemany(insert_stack, part.stacks)
+        cursor.execute(insert_config, (
+            "1", config.graph_type, config.task, json.dumps(config.tool_tip) if config.tool_tip else None,
+            config.micro_steps, int(config.overflow_check),
+            json.dumps(config.node_colors) if config.node_colors else "null",
+            json.dumps(sorted(set(config.ranks))), json.dumps(sorted(set(config.steps))),
+        ))
+        for name, columns in INDEXES.items():
+            cursor.execute(f"CREATE INDEX {name} ON tb_nodes ({', '.join(columns)})")
+        conn.commit()
+        cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        cursor.close()
+    finally:
+        conn.close()
+    for sidecar in (Path(f"{temp}-wal"), Path(f"{temp}-shm")):  # empty after the checkpoint
+        if sidecar.exists():
+            sidecar.unlink()
+    os.chmod(temp, FILE_MODE)
+    os.replace(temp, final)
+    return final
