@@ -30,7 +30,10 @@ ENTRY_POINT_GROUP = "probe"
 AUTOLOAD_ENV = "PROBE_DISABLE_PLUGIN_AUTOLOAD"
 
 #: Plugins that ship inside probe-core and are registered like any other.
-BUILTIN_PLUGINS: Mapping[str, str] = {"core": "probe_core.builtin"}
+BUILTIN_PLUGINS: Mapping[str, str] = {
+    "core": "probe_core.builtin",
+    "check": "probe_core.config_check.command",
+}
 
 
 class ProbeWarning(UserWarning):

@@ -104,7 +104,9 @@ class CheckerSpec:
     ``collect(ctx: CheckContext) -> Json`` (``None`` when there is nothing to
     collect in this context); ``compare(bench: Json, target: Json) ->
     list[CheckRow]``. ``static`` checkers run in ``probe check collect``;
-    the others only with a live model.
+    the others only with a live model. ``prepare(framework)``, when given,
+    runs at ``ConfigChecker.apply_patches(fmk)`` — before the model exists —
+    for checkers that must watch from the start (e.g. counting RNG calls).
     """
 
     name: str
@@ -114,6 +116,7 @@ class CheckerSpec:
     static: bool = True
     priority: int = 0
     plugin: str = ""
+    prepare: Callable[[str | None], None] | None = None
 
 
 @dataclass(frozen=True)

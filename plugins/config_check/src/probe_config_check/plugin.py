@@ -1,0 +1,38 @@
+"""The probe plugin: registers the six config_check items and the ``config_check`` config section.
+
+Importing this module imports no framework; torch is touched only by the
+weights/dataset/random checkers when a model or ``fmk="pytorch"`` is involved.
+"""
+
+from __future__ import annotations
+
+from probe_config_check import dataset, env, hyperparameters, packages, rng, weights
+from probe_core import hookimpl
+from probe_core.specs import CheckerSpec, ConfigKey, ConfigSectionSpec
+
+
+@hookimpl
+def probe_checkers() -> list[CheckerSpec]:
+    return [
+        CheckerSpec("env", "environment variables that change numerics or communication (secrets redacted)",
+                    env.collect, env.compare),
+        CheckerSpec("pip", "versions of framework and training packages", packages.collect, packages.compare),
+        CheckerSpec("hyperparameters", "training arguments from scripts/configs (names normalised)",
+                    hyperparameters.collect, hyperparameters.compare),
+        CheckerSpec("weights", "per-parameter max/min/mean/norm at ConfigChecker time", weights.collect,
+                    weights.compare, static=False),
+        CheckerSpec("dataset", "statistics of the first batches the model receives, per step", dataset.collect,
+                    dataset.compare, static=False),
+        CheckerSpec("random", "RNG calls (count and call site) after ConfigChecker.apply_patches()",
+                    rng.collect, rng.compare, static=False, prepare=rng.prepare),
+    ]
+
+
+@hookimpl
+def probe_config_sections() -> list[ConfigSectionSpec]:
+    return [ConfigSectionSpec("config_check", (
+        ConfigKey("env_prefixes", list, [], doc="extra environment variable prefixes to collect and compare"),
+        ConfigKey("packages", list, [], doc="extra distributions whose versions are compared"),
+        ConfigKey("hyperparameters_ignore", list, [], doc="regexes of hyperparameter names not to compare"),
+        ConfigKey("dataset_steps", int, 5, doc="how many first forward calls the dataset checker records"),
+    ), description="config_check options")]
