@@ -33,6 +33,7 @@ AUTOLOAD_ENV = "PROBE_DISABLE_PLUGIN_AUTOLOAD"
 BUILTIN_PLUGINS: Mapping[str, str] = {
     "core": "probe_core.builtin",
     "check": "probe_core.config_check.command",
+    "graph": "probe_core.graph.command",
 }
 
 

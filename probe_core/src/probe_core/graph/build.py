@@ -117,6 +117,7 @@ def build_graph(construct: Mapping[str, Any], data: Mapping[str, Any],
     for name, entry in data.items():
         node = nodes.get(name)
         if node is not None:
+            node.entry = entry
             node.inputs, node.outputs = flatten_entry(name, entry)
     lines = stacks or {}
     for name, node in nodes.items():

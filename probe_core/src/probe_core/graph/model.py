@@ -31,7 +31,7 @@ class Node:
     """One module/cell call, API call, group of APIs, or the model root."""
 
     __slots__ = ("name", "kind", "parent", "children", "inputs", "outputs", "stack", "micro_step",
-                 "precision_index", "overflow_level", "matched", "merge_info", "order")
+                 "precision_index", "overflow_level", "matched", "merge_info", "order", "entry")
 
     def __init__(self, name: str, kind: NodeKind) -> None:
         self.name = name
@@ -47,6 +47,7 @@ class Node:
         self.matched: Node | None = None  # the node on the other side, after matching
         self.merge_info: list[Any] | None = None
         self.order = 0  # position in execution order (post-order), set by Graph.renumber()
+        self.entry: Any = None  # the raw dump.json entry (None for nodes without data)
 
     def __repr__(self) -> str:
         return f"Node({self.name!r}, {self.kind.name})"
@@ -83,6 +84,7 @@ class Graph:
         self.task = task
         self.dump_dir = dump_dir
         self.micro_steps = 1
+        self.mode = "statistics"  # data mode of the dump: statistics, md5, tensor (or structure)
 
     @property
     def graph_id(self) -> str:

@@ -1,0 +1,104 @@
+"""``probe graph``: build or compare model graphs into a ``.vis.db`` for TensorBoard; ``--serve`` shows it.
+
+msprobe's spellings (``-tp/--target_path``, ``-gp/--golden_path``,
+``-o/--output_path``, ``-oc``, ``-fm``, ``-lm``, ``--rank_size``) are accepted.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from probe_core import hookimpl
+from probe_core.errors import GraphError
+from probe_core.specs import CommandSpec
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="*", metavar="TARGET [BENCH]",
+                        help="dump of the run to inspect, and optionally the bench run to compare against")
+    parser.add_argument("-tp", "--target-path", "--target_path", dest="target", metavar="TARGET",
+                        help="target dump: rank folder, step folder of rank*, or root of step*")
+    parser.add_argument("-gp", "--bench-path", "--golden_path", dest="bench", metavar="BENCH",
+                        help="bench dump to compare against (same layout); without it a single graph is built")
+    parser.add_argument("-o", "--output", "--output_path", dest="output", metavar="OUT",
+                        help="folder for the .vis.db file (created; 750)")
+    parser.add_argument("-oc", "--overflow", "--overflow_check", action="store_true",
+                        help="mark overflow levels: medium, high, critical")
+    parser.add_argument("-fm", "--fuzzy", "--fuzzy_match", action="store_true",
+                        help="match APIs inside matched modules by call order, ignoring call counts")
+    parser.add_argument("-lm", "--layer-mapping", "--layer_mapping", nargs="?", const=True, default=None,
+                        metavar="YAML", help="cross-suite matching: module paths, class names ignored; a YAML "
+                        "'Class: {target_name: bench_name}' renames layers")
+    layout = parser.add_argument_group("parallel merge (one value per side, target first)")
+    layout.add_argument("--rank-size", "--rank_size", nargs="+", type=int, metavar="N")
+    layout.add_argument("--tp", nargs="+", type=int, metavar="N")
+    layout.add_argument("--pp", nargs="+", type=int, metavar="N")
+    layout.add_argument("--vpp", nargs="+", type=int, metavar="N")
+    layout.add_argument("--order", nargs="+", metavar="ORDER", help="rank order, default tp-cp-ep-dp-pp")
+    parser.add_argument("--workers", type=int, default=1, metavar="N", help="build graphs in N processes")
+    parser.add_argument("--serve", metavar="OUT", help="start TensorBoard (tb-graph-ascend) on OUT on 127.0.0.1")
+    parser.add_argument("--port", type=int, default=6006, help="port for --serve (default 6006)")
+
+
+def _pair(values: list | None, name: str, default):
+    if not values:
+        return default, default
+    if len(values) > 2:
+        raise GraphError(f"--{name} takes one value per side (target, bench), got {len(values)}")
+    return values[0], values[-1]
+
+
+def _layouts(args: argparse.Namespace, compare: bool):
+    from probe_core.graph.merge import DEFAULT_ORDER, Layout
+
+    if not args.rank_size:
+        if args.tp or args.pp or args.vpp:
+            raise GraphError("--tp/--pp/--vpp need --rank-size (the number of ranks of each side)")
+        return None
+    sizes, tps, pps = _pair(args.rank_size, "rank-size", 1), _pair(args.tp, "tp", 1), _pair(args.pp, "pp", 1)
+    vpps, orders = _pair(args.vpp, "vpp", 1), _pair(args.order, "order", DEFAULT_ORDER)
+    layouts = tuple(Layout(sizes[i], tps[i], pps[i], vpps[i], orders[i]) for i in (0, 1))
+    return layouts
+
+
+def _mapping(value):
+    if value is None or value is True:
+        return value
+    from probe_core.graph.match import load_layer_mapping
+
+    return load_layer_mapping(value)
+
+
+def run(args: argparse.Namespace) -> int:
+    from probe_core.graph.service import GraphOptions, run_graph
+    from probe_core.graph.summary import print_summary
+
+    if args.serve:
+        from probe_core.graph.serve import serve
+
+        return serve(args.serve, args.port)
+    if len(args.paths) > 2:
+        raise GraphError(f"probe graph takes TARGET and optionally BENCH, got {len(args.paths)} paths")
+    target = args.target or (args.paths[0] if args.paths else None)
+    bench = args.bench or (args.paths[1] if len(args.paths) > 1 else None)
+    if target is None:
+        raise GraphError("no target dump: give it as TARGET or -tp PATH (or --serve OUT to view a result)")
+    if args.output is None:
+        raise GraphError("no output folder: give -o OUT")
+    if args.workers < 1:
+        raise GraphError(f"--workers must be at least 1, got {args.workers}")
+    if bench is None and (args.fuzzy or args.layer_mapping is not None):
+        raise GraphError("--fuzzy and --layer-mapping need a bench dump (-gp BENCH) to match against")
+    options = GraphOptions(overflow=args.overflow, fuzzy=args.fuzzy, layer_mapping=_mapping(args.layer_mapping),
+                           layouts=_layouts(args, bench is not None))
+    path, summaries = run_graph(target, bench, Path(args.output), options, workers=args.workers,
+                                registry=args.registry)
+    print_summary(summaries, str(path), bench is not None)
+    return 0
+
+
+@hookimpl
+def probe_commands() -> list[CommandSpec]:
+    return [CommandSpec("graph", "build or compare model graphs into a .vis.db for TensorBoard (tb-graph-ascend)",
+                        configure, run)]

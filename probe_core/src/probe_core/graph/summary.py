@@ -1,0 +1,76 @@
+"""The one-page summary ``probe graph`` prints: nodes, matched, errors, warnings, first divergence."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from probe_core.graph.model import Graph
+from probe_core.graph.precision import ERROR_AT, WARNING_AT
+
+
+@dataclass(frozen=True)
+class GraphSummary:
+    """What one graph (or compared pair) amounts to; picklable."""
+
+    step: int
+    rank: int
+    nodes: int
+    bench_nodes: int | None = None
+    matched: int = 0
+    errors: int = 0
+    warnings: int = 0
+    overflows: int = 0
+    first_divergent: str | None = None
+    first_overflow: str | None = None
+
+
+def summarize(target: Graph, bench: Graph | None = None) -> GraphSummary:
+    """Count a graph's (compared) nodes; the first divergent/overflowing node in execution order."""
+    errors = warnings = overflows = matched = 0
+    first_divergent = first_overflow = None
+    for node in target.walk():
+        if node.matched is not None:
+            matched += 1
+        index = node.precision_index
+        if index is not None and node.matched is not None:
+            if index >= ERROR_AT:
+                errors += 1
+            elif index >= WARNING_AT:
+                warnings += 1
+            if index >= WARNING_AT and first_divergent is None:
+                first_divergent = node.name
+        if node.overflow_level:
+            overflows += 1
+            if first_overflow is None and node.overflow_level == "critical":
+                first_overflow = node.name
+    return GraphSummary(target.step, target.rank, len(target), len(bench) if bench else None, matched,
+                        errors, warnings, overflows, first_divergent, first_overflow)
+
+
+def print_summary(summaries: Iterable[GraphSummary], output: str, compare: bool) -> None:
+    """Print one rich table (one row per step/rank) and where the file went."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="probe graph", title_justify="left")
+    columns = ["step", "rank", "nodes"] + (["bench nodes", "matched", "errors", "warnings"] if compare else [])
+    columns += ["overflows", "first divergent node" if compare else "first overflow (critical)"]
+    for column in columns:
+        table.add_column(column)
+    for s in summaries:
+        row = [str(s.step), str(s.rank), str(s.nodes)]
+        if compare:
+            row += [str(s.bench_nodes), str(s.matched), f"[red]{s.errors}[/]" if s.errors else "0",
+                    f"[yellow]{s.warnings}[/]" if s.warnings else "0"]
+        row += [str(s.overflows), (s.first_divergent if compare else s.first_overflow) or "-"]
+        table.add_row(*row)
+    console = Console()
+    console.print(table)
+    console.print(f"graph file: [bold]{output}[/]  (view it: probe graph --serve {_folder(output)})")
+
+
+def _folder(output: str) -> str:
+    from pathlib import Path
+
+    return str(Path(output).parent)
