@@ -34,6 +34,7 @@ BUILTIN_PLUGINS: Mapping[str, str] = {
     "core": "probe_core.builtin",
     "check": "probe_core.config_check.command",
     "graph": "probe_core.graph.command",
+    "compare": "probe_core.compare.command",
 }
 
 

@@ -7,3 +7,27 @@ callables, so listing plugins stays cheap.
 from __future__ import annotations
 
 from probe_core import hookimpl  # noqa: F401  (used by the hook implementations below)
+
+
+# -- compare side (comparators) -------------------------------------------------------
+
+
+def _comparator_loader(module: str):
+    def load():
+        import importlib
+
+        return importlib.import_module(f"probe_modes.{module}").load()
+    return load
+
+
+@hookimpl
+def probe_comparators():
+    from probe_core.specs import ComparatorSpec
+
+    return [
+        ComparatorSpec("statistics", "statistics", "Max/Min/Mean/Norm diff and relative error",
+                       _comparator_loader("compare_statistics")),
+        ComparatorSpec("md5", "md5", "CRC-32 of both sides (equal or not)", _comparator_loader("compare_md5")),
+        ComparatorSpec("tensor", "tensor", "Cosine, EucDist, MaxAbsErr, MaxRelativeErr, one/five-thousandth "
+                       "error ratios in float64 from the saved tensors", _comparator_loader("compare_tensor")),
+    ]

@@ -1,0 +1,79 @@
+"""Tensor-mode comparator: msprobe's real-data metrics, in float64, from the saved tensor files.
+
+Columns: Cosine, EucDist, MaxAbsErr, MaxRelativeErr, One Thousandth Err Ratio,
+Five Thousandths Err Ratio. Implements the comparator interface of
+:mod:`probe_core.compare.comparator`; the loaded arrays are kept in
+``pair.cache["arrays"]`` so other tensor-mode comparators reuse them.
+
+NaN/Inf: positions where both sides hold the same non-finite value agree
+(the seeds ignore NaN/Inf present on both sides); the other metrics are taken
+over positions where both are finite, and a position finite on one side only
+counts as an element over every error threshold. Relative errors divide by
+``|bench|``; where the bench is 0 a non-zero difference is infinitely large.
+Cosine of two all-zero tensors is 1, of one all-zero tensor 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from probe_core.compare.comparator import LeafPair
+from probe_modes.tensor_io import load_array
+
+COLUMNS = ("Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio",
+           "Five Thousandths Err Ratio")
+
+
+def arrays(pair: LeafPair) -> tuple[np.ndarray, np.ndarray]:
+    """Both sides' tensors as float64 arrays (loaded once per row)."""
+    if "arrays" not in pair.cache:
+        pair.cache["arrays"] = (load_array(pair.npu_path, pair.npu.name), load_array(pair.bench_path, pair.bench.name))
+    return pair.cache["arrays"]
+
+
+def tensor_metrics(npu: np.ndarray, bench: np.ndarray) -> dict[str, Any]:
+    """The six metrics of two same-shaped float64 arrays (``None`` where they cannot be computed)."""
+    if npu.shape != bench.shape or npu.size == 0:
+        return dict.fromkeys(COLUMNS)
+    a, b = npu.ravel(), bench.ravel()
+    finite = np.isfinite(a) & np.isfinite(b)
+    same_special = ~finite & ((a == b) | (np.isnan(a) & np.isnan(b)))
+    mismatched_special = int((~finite & ~same_special).sum())
+    a_f, b_f = a[finite], b[finite]
+    diff = np.abs(a_f - b_f)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.where(b_f != 0, diff / np.abs(b_f), np.where(diff == 0, 0.0, np.inf))
+    n_a, n_b = float(np.linalg.norm(a_f)), float(np.linalg.norm(b_f))
+    if n_a == 0 and n_b == 0:
+        cosine = 1.0
+    elif n_a == 0 or n_b == 0:
+        cosine = 0.0
+    else:
+        cosine = float(np.dot(a_f, b_f) / (n_a * n_b))
+    total = a.size
+    agree = int(same_special.sum())
+    return {
+        "Cosine": cosine,
+        "EucDist": float(np.linalg.norm(a_f - b_f)),
+        "MaxAbsErr": float(diff.max()) if diff.size else (np.inf if mismatched_special else 0.0),
+        "MaxRelativeErr": float(rel.max()) if rel.size else (np.inf if mismatched_special else 0.0),
+        "One Thousandth Err Ratio": (int((rel < 0.001).sum()) + agree) / total,
+        "Five Thousandths Err Ratio": (int((rel < 0.005).sum()) + agree) / total,
+    }
+
+
+class TensorComparator:
+    columns = COLUMNS
+    placement = "metrics"
+
+    def compare(self, pair: LeafPair) -> dict[str, Any]:
+        if not pair.npu.is_tensor or not pair.bench.is_tensor:
+            return {}
+        npu, bench = arrays(pair)
+        return tensor_metrics(npu, bench)
+
+
+def load() -> TensorComparator:
+    return TensorComparator()

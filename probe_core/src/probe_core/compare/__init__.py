@@ -1,0 +1,17 @@
+"""Compare two dumps: matching, comparators, the legend's rules, first divergence, CSV/XLSX.
+
+Stable pieces other parts build on:
+
+* :mod:`probe_core.compare.rules` — ``judge_entry(entry_name, rows, mode)``
+  (msprobe's pass/warning/error legend), ``divergence(rows, mode)``,
+  ``row_differs``, ``RowResult`` and the result levels ``PASS``/``WARNING``/
+  ``ERROR``/``UNMATCHED``;
+* :mod:`probe_core.compare.metrics` — statistics-mode metrics;
+* :mod:`probe_core.compare.comparator` — the comparator interface
+  (``columns`` + ``compare(LeafPair)``) and ``load_comparators(registry, mode)``;
+* :mod:`probe_core.compare.match` — ``match_entries`` (exact / fuzzy / mapped);
+* :mod:`probe_core.compare.mapping` — layer-mapping YAML and the built-in
+  MindSpore<->PyTorch API table;
+* :mod:`probe_core.compare.engine` — ``compare_entry`` for one entry,
+  ``run_compare(CompareOptions, registry)`` for a whole run.
+"""

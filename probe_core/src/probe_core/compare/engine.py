@@ -1,0 +1,363 @@
+"""Run a compare: pair rank dumps, match entries, compare leaves, judge, write.
+
+:func:`run_compare` is what ``probe compare`` calls; :func:`compare_entry`
+compares one matched entry (usable on its own, e.g. by ``probe graph``).
+Memory stays bounded: both dumps are indexed (names and byte spans), then
+entries are loaded one at a time in the target's execution order and rows
+stream to the CSV/XLSX writers.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from probe_core.compare import output
+from probe_core.compare.comparator import LeafPair, LoadedComparator, known_modes, load_comparators
+from probe_core.compare.mapping import NameMap, builtin_map, load_mapping
+from probe_core.compare.match import Match, match_entries
+from probe_core.compare.rules import ERROR, PASS, UNMATCHED, WARNING, RowResult, divergence, judge_entry
+from probe_core.dump import DumpEntry, RankDump, TensorMeta, discover
+from probe_core.errors import CompareError, PluginError, ProbeError
+
+CHUNK_ENTRIES = 256
+
+
+@dataclass
+class CompareOptions:
+    """Everything ``probe compare`` was asked to do."""
+
+    target: Path
+    bench: Path
+    output: Path
+    fuzzy: bool = False
+    mapping: Path | None = None
+    ranks: Sequence[int] | None = None
+    steps: Sequence[int] | None = None
+    workers: int = 1
+    lenient: bool = False
+    xlsx: bool = True
+    progress: bool = True
+
+
+@dataclass
+class EntryOutcome:
+    """The compared rows of one entry (or of one unmatched entry)."""
+
+    name: str
+    index: int
+    result: str
+    rows: list[RowResult]
+    npu_entry: DumpEntry | None = None
+    bench_entry: DumpEntry | None = None
+    divergence: str | None = None
+
+
+@dataclass
+class RankResult:
+    label: str
+    counts: dict[str, int]
+    row_counts: dict[str, int]
+    unmatched: dict[str, list[str]]
+    first_divergence: dict[str, Any] | None
+    csv: str
+    xlsx: str | None
+    target: str
+    bench: str
+    errors: list[str] = field(default_factory=list)
+
+
+# -- one entry ---------------------------------------------------------------------
+
+
+def _pair_leaves(npu: DumpEntry | None, bench: DumpEntry | None) -> list[tuple[TensorMeta | None, TensorMeta | None]]:
+    npu_leaves = npu.leaves() if npu else []
+    bench_leaves = bench.leaves() if bench else []
+    if npu is None or bench is None:
+        return [(leaf, None) for leaf in npu_leaves] + [(None, leaf) for leaf in bench_leaves]
+    cut_n, cut_b = len(npu.name), len(bench.name)
+    by_suffix = {leaf.name[cut_b:]: leaf for leaf in bench_leaves}
+    pairs, used = [], set()
+    for leaf in npu_leaves:
+        suffix = leaf.name[cut_n:]
+        other = by_suffix.get(suffix)
+        if other is not None:
+            used.add(suffix)
+        pairs.append((leaf, other))
+    pairs.extend((None, leaf) for leaf in bench_leaves if leaf.name[cut_b:] not in used)
+    return pairs
+
+
+def compare_entry(npu: DumpEntry | None, bench: DumpEntry | None, mode: str,
+                  comparators: Sequence[LoadedComparator], lenient: bool = False) -> EntryOutcome:
+    """Compare one matched entry (either side ``None`` for an unmatched one): metrics, verdicts, divergence."""
+    name = (npu or bench).name  # type: ignore[union-attr]
+    index = npu.index if npu is not None else bench.index  # type: ignore[union-attr]
+    rows = [RowResult(a, b) for a, b in _pair_leaves(npu, bench)]
+    if npu is None or bench is None:
+        side = "target" if bench is None else "bench"
+        for row in rows:
+            row.result = UNMATCHED
+            row.messages = [f"Only in the {side} dump: no matching entry on the other side."]
+        return EntryOutcome(name, index, UNMATCHED, rows, npu, bench)
+    for row in rows:
+        if row.npu is None or row.bench is None:
+            continue
+        pair = LeafPair(name, row.npu, row.bench, mode, npu.tensor_path(row.npu), bench.tensor_path(row.bench))
+        for comp in comparators:
+            try:
+                values = comp.impl.compare(pair)
+            except ProbeError as exc:
+                if not lenient:
+                    raise
+                row.flag(ERROR, exc.messages[0])
+                continue
+            except Exception as exc:
+                raise PluginError(f"comparator {comp.name!r} (plugin {comp.plugin!r}) failed on {row.npu.name}: "
+                                  f"{type(exc).__name__}: {exc}") from None
+            row.metrics.update(values or {})
+    result = judge_entry(name, rows, mode)
+    return EntryOutcome(name, index, result, rows, npu, bench, divergence(rows, mode))
+
+
+# -- rows -------------------------------------------------------------------------------
+
+
+def _side(leaf: TensorMeta | None) -> tuple:
+    if leaf is None:
+        return (None,) * 8
+    shape = leaf.shape if leaf.shape is not None else None
+    return (leaf.name, leaf.dtype, shape, leaf.requires_grad, leaf.max, leaf.min, leaf.mean, leaf.norm)
+
+
+def render_rows(outcome: EntryOutcome, columns: Sequence[str], percent: frozenset[str]) -> Iterator[list[Any]]:
+    """The CSV/XLSX rows of one entry, values in ``columns`` order."""
+    stack_entry = outcome.npu_entry or outcome.bench_entry
+    stack = "\n".join(stack_entry.stack) if stack_entry is not None and stack_entry.stack else None
+    for i, row in enumerate(outcome.rows):
+        n_name, n_dtype, n_shape, n_grad, *n_stats = _side(row.npu)
+        b_name, b_dtype, b_shape, b_grad, *b_stats = _side(row.bench)
+        consistent = None if n_grad is None or b_grad is None else n_grad == b_grad
+        cells: dict[str, Any] = {
+            "NPU Name": n_name, "Bench Name": b_name, "NPU Dtype": n_dtype, "Bench Dtype": b_dtype,
+            "NPU Tensor Shape": n_shape, "Bench Tensor Shape": b_shape,
+            "NPU Requires_grad": n_grad, "Bench Requires_grad": b_grad,
+            "NPU max": n_stats[0], "NPU min": n_stats[1], "NPU mean": n_stats[2], "NPU l2norm": n_stats[3],
+            "Bench max": b_stats[0], "Bench min": b_stats[1], "Bench mean": b_stats[2], "Bench l2norm": b_stats[3],
+            "Requires_grad Consistent": consistent, "Result": row.result, "Err_message": row.err_message or None,
+            output.STACK: stack if i == 0 else None,
+        }
+        if output.DATA_NAME in columns:
+            names = [leaf.data_name if leaf is not None else None for leaf in (row.npu, row.bench)]
+            cells[output.DATA_NAME] = str([n or "-1" for n in names])
+        cells.update(row.metrics)
+        yield [output.format_value(cells.get(col), col in percent) for col in columns]
+
+
+# -- one rank pair ------------------------------------------------------------------------
+
+_WORKER: dict[str, Any] = {}
+
+
+def _compare_chunk(chunk: Sequence[Match]) -> list[EntryOutcome]:
+    target: RankDump = _WORKER["target"]
+    bench: RankDump = _WORKER["bench"]
+    outcomes = []
+    for match in chunk:
+        npu = target.load(match.target) if match.target is not None else None
+        ref = bench.load(match.bench) if match.bench is not None else None
+        outcome = compare_entry(npu, ref, _WORKER["mode"], _WORKER["comparators"], _WORKER["lenient"])
+        outcome.npu_entry = _light(outcome.npu_entry)
+        outcome.bench_entry = _light(outcome.bench_entry)
+        outcomes.append(outcome)
+    return outcomes
+
+
+def _light(entry: DumpEntry | None) -> DumpEntry | None:
+    """Drop the raw data and dump handle before an entry crosses a process boundary."""
+    if entry is None:
+        return None
+    return DumpEntry(entry.name, entry.index, None, entry.parent, entry.stack, None)
+
+
+def _chunks(items: Sequence[Match], size: int) -> Iterator[Sequence[Match]]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def _iter_outcomes(matches: Sequence[Match], workers: int) -> Iterator[EntryOutcome]:
+    chunks = _chunks(matches, CHUNK_ENTRIES)
+    if workers <= 1 or len(matches) <= CHUNK_ENTRIES:
+        for chunk in chunks:
+            yield from _compare_chunk(chunk)
+        return
+    _WORKER["target"].close()  # children open their own handles
+    _WORKER["bench"].close()
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        for outcomes in pool.map(_compare_chunk, chunks):
+            yield from outcomes
+
+
+def detect_mode(target: RankDump, bench: RankDump) -> str:
+    """The mode both dumps can be compared in; :class:`CompareError` when they cannot."""
+    a, b = target.mode, bench.mode
+    if a == b:
+        return a
+    if {a, b} == {"tensor", "statistics"}:
+        warnings.warn(f"{target.dump_file} is a {a} dump and {bench.dump_file} a {b} dump: "
+                      f"comparing their statistics", _probe_warning(), stacklevel=2)
+        return "statistics"
+    raise CompareError(f"cannot compare a {a} dump ({target.dump_file}) with a {b} dump ({bench.dump_file}): "
+                       f"dump both sides with the same task/summary_mode")
+
+
+def _probe_warning():
+    from probe_core.plugins import ProbeWarning
+
+    return ProbeWarning
+
+
+def name_map_for(target: RankDump, bench: RankDump, mapping: Path | None) -> NameMap | None:
+    """The name map for this pair: built-in cross-framework table plus ``--mapping``."""
+    tf, bf = target.framework, bench.framework
+    if tf and bf and tf != bf and mapping is None:
+        raise CompareError(
+            f"the target dump is {tf} ({target.dump_file}) and the bench dump is {bf} ({bench.dump_file}): "
+            f"a cross-framework compare needs --mapping MAP.yaml (module/layer name map; APIs such as "
+            f"Mint.matmul <-> Torch.matmul are mapped built-in, an empty file uses only that table)")
+    base = builtin_map(tf, bf)
+    return load_mapping(mapping, base) if mapping is not None else (base if base.active else None)
+
+
+def _label(target: RankDump) -> str:
+    rank = target.rank if target.rank is not None else 0
+    step = target.step if target.step is not None else 0
+    return f"rank{rank}_step{step}"
+
+
+def compare_ranks(target: RankDump, bench: RankDump, registry, options: CompareOptions,
+                  advance: Callable[[int], None] | None = None,
+                  on_total: Callable[[int], None] | None = None) -> RankResult:
+    """Compare one target rank dump with one bench rank dump; write its CSV/XLSX; return its summary."""
+    mode = detect_mode(target, bench)
+    name_map = name_map_for(target, bench, options.mapping)
+    target_refs, bench_refs = target.index(), bench.index()
+    for dump, refs, side in ((target, target_refs, "target"), (bench, bench_refs, "bench")):
+        if not refs:
+            raise CompareError(f"the {side} dump {dump.dump_file} has no entries (\"data\" is empty): "
+                               f"nothing was collected; check the dump's scope/list/level and step filters")
+    comparators = load_comparators(registry, mode)
+    if not comparators:
+        raise CompareError(f"no comparator for {mode} dumps is installed (comparators for: "
+                           f"{', '.join(known_modes(registry)) or 'none'}); pip install probe-modes")
+    matches = match_entries(target_refs, bench_refs, target_parents=target.construct, bench_parents=bench.construct,
+                            fuzzy=options.fuzzy, name_map=name_map)
+    if on_total:
+        on_total(len(matches))
+    columns = output.header(mode, comparators)
+    percent = frozenset(c for comp in comparators for c in comp.percent_columns)
+    label = _label(target)
+    writer = output.RowWriter(options.output / f"compare_result_{label}", columns, options.xlsx)
+    counts = {PASS: 0, WARNING: 0, ERROR: 0, UNMATCHED: 0}
+    row_counts = dict(counts)
+    unmatched: dict[str, list[str]] = {"target": [], "bench": []}
+    first = None
+    _WORKER.update(target=target, bench=bench, mode=mode, comparators=comparators, lenient=options.lenient)
+    try:
+        for outcome in _iter_outcomes(matches, options.workers):
+            counts[outcome.result] += 1
+            for row in outcome.rows:
+                row_counts[row.result] += 1
+            if outcome.result == UNMATCHED:
+                unmatched["target" if outcome.npu_entry is not None else "bench"].append(outcome.name)
+            elif first is None and outcome.divergence:
+                entry = outcome.npu_entry
+                first = {"name": outcome.name, "bench_name": outcome.bench_entry.name if outcome.bench_entry else None,
+                         "module": entry.parent if entry else None, "stack": list(entry.stack) if entry else [],
+                         "reason": outcome.divergence, "result": outcome.result, "rank": label}
+            for row in render_rows(outcome, columns, percent):
+                writer.write(row)
+            if advance:
+                advance(1)
+    finally:
+        writer.close()
+        _WORKER.clear()
+        target.close()
+        bench.close()
+    return RankResult(label, counts, row_counts, unmatched, first, str(writer.csv_path),
+                      str(writer.xlsx_path) if writer.xlsx_path else None, str(target.dump_file), str(bench.dump_file))
+
+
+# -- whole run ------------------------------------------------------------------------------
+
+
+def pair_dumps(targets: list[RankDump], benches: list[RankDump]) -> list[tuple[RankDump, RankDump]]:
+    """Pair rank dumps by (step, rank); a single dump on each side pairs whatever its names."""
+    if len(targets) == 1 and len(benches) == 1:
+        return [(targets[0], benches[0])]
+    key = lambda d: (d.step if d.step is not None else 0, d.rank if d.rank is not None else 0)  # noqa: E731
+    by_key = {key(b): b for b in benches}
+    pairs = [(t, by_key[key(t)]) for t in targets if key(t) in by_key]
+    if not pairs:
+        have_t = sorted(key(t) for t in targets)
+        have_b = sorted(key(b) for b in benches)
+        raise CompareError(f"no (step, rank) in common: target has {have_t}, bench has {have_b}; "
+                           f"pick one pair with --step/--rank or point at rank folders")
+    missing = [key(t) for t in targets if key(t) not in by_key]
+    if missing:
+        warnings.warn(f"no bench dump for target (step, rank) {missing}; they are skipped", _probe_warning(),
+                      stacklevel=2)
+    return pairs
+
+
+def run_compare(options: CompareOptions, registry) -> dict[str, Any]:
+    """Compare two dumps as ``options`` say; write results and summary.json; return the summary."""
+    targets = discover(options.target, ranks=options.ranks, steps=options.steps, lenient=options.lenient)
+    benches = discover(options.bench, ranks=options.ranks, steps=options.steps, lenient=options.lenient)
+    pairs = pair_dumps(targets, benches)
+    out = Path(options.output)
+    if out.exists() and not out.is_dir():
+        raise CompareError(f"-o {out}: exists and is not a folder; give a folder for the results")
+    if out.is_symlink():
+        raise CompareError(f"-o {out}: is a symbolic link; give a real folder")
+    out.mkdir(parents=True, exist_ok=True)
+    results = _run_pairs(pairs, registry, options)
+    modes = sorted({detect_mode(t, b) for t, b in pairs}) if pairs else []
+    firsts = [r.first_divergence for r in results if r.first_divergence]
+    totals = {k: sum(r.counts[k] for r in results) for k in (PASS, WARNING, ERROR, UNMATCHED)}
+    summary = {
+        "counts": totals,
+        "row_counts": {k: sum(r.row_counts[k] for r in results) for k in totals},
+        "first_divergence": firsts[0] if firsts else None,
+        "mode": modes[0] if len(modes) == 1 else ",".join(modes),
+        "target": str(options.target),
+        "bench": str(options.bench),
+        "output": str(out),
+        "ranks": [r.__dict__ for r in results],
+    }
+    output.write_summary(out / "summary.json", summary)
+    return summary
+
+
+def _run_pairs(pairs, registry, options: CompareOptions) -> list[RankResult]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), transient=True, disable=not options.progress)
+    results = []
+    with progress:
+        for target, bench in pairs:
+            task = progress.add_task(f"compare {_label(target)}", total=None)
+            results.append(compare_ranks(
+                target, bench, registry, options,
+                advance=lambda n, task=task: progress.advance(task, n),
+                on_total=lambda total, task=task: progress.update(task, total=total)))
+    return results
+
+

@@ -1,0 +1,153 @@
+"""What ``probe compare`` writes: msprobe's CSV/XLSX layout, summary.json, the rich summary table.
+
+Columns per mode follow msprobe's result headers (so existing post-processing
+keeps working); columns of third-party comparators come after them.
+Rows stream to disk: the CSV through :mod:`csv`, the XLSX through
+openpyxl's write-only workbook (header frozen, error rows red, warning rows
+yellow; a sheet holds at most :data:`XLSX_MAX_ROWS` rows, more go on
+``Sheet2``, ...).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from probe_core.compare.comparator import LoadedComparator
+from probe_core.compare.rules import ERROR, WARNING
+
+BASIC_INFO = ("NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape",
+              "NPU Requires_grad", "Bench Requires_grad")
+SUMMARY_INFO = ("NPU max", "NPU min", "NPU mean", "NPU l2norm", "Bench max", "Bench min", "Bench mean", "Bench l2norm")
+EXTRACT_INFO = ("Requires_grad Consistent", "Result", "Err_message")
+STACK = "NPU_Stack_Info"
+DATA_NAME = "Data_name"
+NA = "N/A"
+XLSX_MAX_ROWS = 1_048_000
+FILLS = {ERROR: "FFC7CE", WARNING: "FFEB9C"}
+
+
+def header(mode: str, comparators: Sequence[LoadedComparator]) -> list[str]:
+    """The column names for ``mode`` with these comparators (msprobe's order, extras last)."""
+    metrics = [c for comp in comparators if comp.placement == "metrics" for c in comp.columns]
+    extras = [c for comp in comparators if comp.placement == "extra" for c in comp.columns]
+    columns = list(BASIC_INFO) + metrics
+    if mode != "md5":
+        columns += SUMMARY_INFO
+    columns += list(EXTRACT_INFO) + [STACK]
+    if mode == "tensor":
+        columns.append(DATA_NAME)
+    seen: set[str] = set()
+    return [c for c in columns + extras if not (c in seen or seen.add(c))]
+
+
+def format_value(value: Any, percent: bool = False) -> Any:
+    """A cell value: ``N/A`` for missing, percent strings where asked, shapes as ``[a, b]``."""
+    if value is None:
+        return NA
+    if isinstance(value, tuple):
+        return str(list(value))
+    if percent and isinstance(value, float):
+        return f"{value * 100}%" if not math.isnan(value) else "nan%"
+    return value
+
+
+class RowWriter:
+    """Streams result rows to ``{stem}.csv`` and (optionally) ``{stem}.xlsx``."""
+
+    def __init__(self, stem: Path, columns: Sequence[str], xlsx: bool = True) -> None:
+        self.columns = list(columns)
+        self.result_at = self.columns.index("Result")
+        self.csv_path = stem.with_suffix(".csv")
+        self.xlsx_path = stem.with_suffix(".xlsx") if xlsx else None
+        self._csv_file = open(self.csv_path, "w", newline="", encoding="utf-8")  # noqa: SIM115
+        self._csv = csv.writer(self._csv_file)
+        self._csv.writerow(self.columns)
+        self._book = self._sheet = None
+        self._sheet_rows = 0
+        if xlsx:
+            import openpyxl
+
+            self._book = openpyxl.Workbook(write_only=True)
+            self._new_sheet()
+
+    def _new_sheet(self) -> None:
+        index = len(self._book.worksheets) + 1
+        self._sheet = self._book.create_sheet("compare_result" if index == 1 else f"compare_result{index}")
+        self._sheet.freeze_panes = "A2"
+        self._sheet.append(self.columns)
+        self._sheet_rows = 1
+
+    def write(self, row: list[Any]) -> None:
+        self._csv.writerow(row)
+        if self._book is None:
+            return
+        if self._sheet_rows >= XLSX_MAX_ROWS:
+            self._new_sheet()
+        fill = FILLS.get(row[self.result_at])
+        values = [v if isinstance(v, (int, float, str)) or v is None else str(v) for v in row]
+        values = [("nan" if isinstance(v, float) and math.isnan(v) else v) for v in values]
+        values = [(str(v) if isinstance(v, float) and math.isinf(v) else v) for v in values]
+        if fill:
+            from openpyxl.cell import WriteOnlyCell
+            from openpyxl.styles import PatternFill
+
+            pattern = PatternFill("solid", fgColor=fill)
+            cells = []
+            for value in values:
+                cell = WriteOnlyCell(self._sheet, value=value)
+                cell.fill = pattern
+                cells.append(cell)
+            self._sheet.append(cells)
+        else:
+            self._sheet.append(values)
+        self._sheet_rows += 1
+
+    def close(self) -> None:
+        self._csv_file.close()
+        if self._book is not None:
+            self._book.save(self.xlsx_path)
+            self._book = None
+
+
+def write_summary(path: Path, summary: dict[str, Any]) -> None:
+    path.write_text(json.dumps(summary, indent=1, default=str), encoding="utf-8")
+
+
+def print_summary(summary: dict[str, Any], console=None) -> None:
+    """The table a user reads first: counts per result, unmatched entries, the first divergent entry."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    table = Table(title=f"probe compare ({summary['mode']} mode)", show_lines=False)
+    table.add_column("rank / step")
+    for key, style in (("pass", "green"), ("warning", "yellow"), ("error", "red"), ("unmatched", "grey50")):
+        table.add_column(key, style=style, justify="right")
+    table.add_column("first divergent entry")
+    for rank in summary["ranks"]:
+        counts = rank["counts"]
+        first = rank["first_divergence"]
+        table.add_row(rank["label"], *(str(counts[k]) for k in ("pass", "warning", "error", "unmatched")),
+                      first["name"] if first else "-")
+    console.print(table)
+    first = summary["first_divergence"]
+    if first:
+        console.print(f"[bold]First divergence:[/] [red]{first['name']}[/] ({first['reason']})", highlight=False)
+        if first.get("module"):
+            console.print(f"  module: {first['module']}", highlight=False)
+        for line in (first.get("stack") or [])[-3:]:
+            console.print(f"  {line.strip()}", highlight=False, soft_wrap=True)
+    else:
+        console.print("[green]No divergent entry: every matched entry's outputs agree where its inputs do.[/]")
+    for rank in summary["ranks"]:
+        for side in ("target", "bench"):
+            names = rank["unmatched"][side]
+            if names:
+                shown = ", ".join(names[:5]) + (f", ... ({len(names)} in all)" if len(names) > 5 else "")
+                console.print(f"[grey50]{rank['label']}: only in {side}: {shown}[/]", highlight=False)
+    console.print(f"Results in {summary['output']}", highlight=False)
