@@ -11,20 +11,21 @@ from probe_core import hookimpl
 from probe_core.specs import CheckerSpec, ConfigKey, ConfigSectionSpec
 
 
+#: Negative priorities keep the built-in items first, in this order; third-party checkers (priority 0) follow.
 @hookimpl
 def probe_checkers() -> list[CheckerSpec]:
     return [
         CheckerSpec("env", "environment variables that change numerics or communication (secrets redacted)",
-                    env.collect, env.compare),
-        CheckerSpec("pip", "versions of framework and training packages", packages.collect, packages.compare),
+                    env.collect, env.compare, priority=-60),
+        CheckerSpec("pip", "versions of framework and training packages", packages.collect, packages.compare, priority=-50),
         CheckerSpec("hyperparameters", "training arguments from scripts/configs (names normalised)",
-                    hyperparameters.collect, hyperparameters.compare),
+                    hyperparameters.collect, hyperparameters.compare, priority=-40),
         CheckerSpec("weights", "per-parameter max/min/mean/norm at ConfigChecker time", weights.collect,
-                    weights.compare, static=False),
+                    weights.compare, static=False, priority=-30),
         CheckerSpec("dataset", "statistics of the first batches the model receives, per step", dataset.collect,
-                    dataset.compare, static=False),
+                    dataset.compare, static=False, priority=-20),
         CheckerSpec("random", "RNG calls (count and call site) after ConfigChecker.apply_patches()",
-                    rng.collect, rng.compare, static=False, prepare=rng.prepare),
+                    rng.collect, rng.compare, static=False, prepare=rng.prepare, priority=-10),
     ]
 
 

@@ -85,6 +85,8 @@ def load_torch_file(path: str | os.PathLike[str]) -> Any:
         (refused.append(name) if obj is None else allowed.append(obj))
     if refused:
         raise _refuse_pickle(path, ", ".join(refused))
+    if any(name.startswith("numpy.") for name in unsafe):
+        allowed += _numpy_dtype_classes()
     try:
         with torch.serialization.safe_globals(allowed):
             return torch.load(path, map_location="cpu", weights_only=True)
@@ -94,8 +96,19 @@ def load_torch_file(path: str | os.PathLike[str]) -> Any:
         import pickle
 
         if isinstance(exc, pickle.UnpicklingError) or "weights_only" in str(exc):
-            raise _refuse_pickle(path, str(exc).splitlines()[0]) from None
+            text = str(exc)
+            detail = text.split("WeightsUnpickler error:", 1)[-1].strip().splitlines()
+            raise _refuse_pickle(path, detail[0] if detail else text) from None
         raise CheckError(f"{path}: not a readable torch checkpoint ({type(exc).__name__}: {exc})") from None
+
+
+def _numpy_dtype_classes() -> list[Any]:
+    """numpy's per-dtype classes (``numpy.dtypes.UInt32DType``, ...): plain data, needed for numpy arrays."""
+    try:
+        import numpy.dtypes as dtypes
+    except ImportError:
+        return []
+    return [cls for cls in vars(dtypes).values() if isinstance(cls, type) and issubclass(cls, np.dtype)]
 
 
 def _refuse_pickle(path: str, what: str) -> CheckError:
