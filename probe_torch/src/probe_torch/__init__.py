@@ -1,1 +1,19 @@
-"""probe for PyTorch: the PyTorch collector and PrecisionDebugger."""
+"""probe for PyTorch: the PyTorch collector and PrecisionDebugger.
+
+``from probe_torch import PrecisionDebugger, seed_all``. Importing this
+package imports torch; listing plugins does not (see :mod:`probe_torch.plugin`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["PrecisionDebugger", "seed_all"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from probe_torch import debugger
+
+        return getattr(debugger, name)
+    raise AttributeError(name)

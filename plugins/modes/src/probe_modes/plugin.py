@@ -9,6 +9,33 @@ from __future__ import annotations
 from probe_core import hookimpl  # noqa: F401  (used by the hook implementations below)
 
 
+# -- collection side (data modes) ---------------------------------------------------
+
+
+def _mode_loader(module: str):
+    def load():
+        import importlib
+
+        return importlib.import_module(f"probe_modes.collect.{module}").load()
+    return load
+
+
+@hookimpl
+def probe_data_modes():
+    from probe_core.specs import DataModeSpec
+
+    return [
+        DataModeSpec("statistics", "statistics", "Max/Min/Mean/Norm per tensor, computed on device, fetched in batches",
+                     _mode_loader("statistics")),
+        DataModeSpec("md5", "statistics", "statistics plus CRC-32 of the raw bytes (summary_mode md5)",
+                     _mode_loader("md5")),
+        DataModeSpec("tensor", "tensor", "statistics plus every tensor saved under dump_tensor_data/",
+                     _mode_loader("tensor")),
+        DataModeSpec("overflow_check", "overflow_check", "only entries whose tensors hold NaN/Inf",
+                     _mode_loader("overflow")),
+    ]
+
+
 # -- compare side (comparators) -------------------------------------------------------
 
 

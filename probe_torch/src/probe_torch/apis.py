@@ -1,0 +1,94 @@
+"""msprobe's names for PyTorch APIs: ``Functional.*``, ``Torch.*``, ``Tensor.*``, ``Distributed.*``.
+
+A :class:`torch.overrides.TorchFunctionMode` hands us the function object;
+:func:`api_name` maps it to msprobe's name (``None`` for calls that only read
+metadata and are never entries). Python operators reach the mode under their
+method names (``x + y`` arrives as ``Tensor.add``), so the collector wraps the
+dunder methods listed in :data:`DUNDERS` to keep msprobe's ``Tensor.__add__``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+#: Operators wrapped on ``torch.Tensor`` so that entries carry msprobe's dunder names.
+DUNDERS = (
+    "__add__", "__radd__", "__iadd__", "__sub__", "__rsub__", "__isub__", "__mul__", "__rmul__", "__imul__",
+    "__truediv__", "__rtruediv__", "__itruediv__", "__floordiv__", "__rfloordiv__", "__ifloordiv__",
+    "__mod__", "__rmod__", "__imod__", "__pow__", "__rpow__", "__ipow__", "__matmul__", "__rmatmul__",
+    "__and__", "__rand__", "__iand__", "__or__", "__ror__", "__ior__", "__xor__", "__rxor__", "__ixor__",
+    "__lshift__", "__rlshift__", "__ilshift__", "__rshift__", "__rrshift__", "__irshift__",
+    "__neg__", "__pos__", "__abs__", "__invert__",
+    "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__setitem__",
+)
+
+#: Calls that read metadata, convert to Python, or drive autograd: never entries.
+METADATA = frozenset({
+    "size", "dim", "stride", "numel", "nelement", "ndimension", "element_size", "data_ptr", "storage_offset",
+    "get_device", "__len__", "__repr__", "__str__", "__format__", "__hash__", "__bool__", "__index__",
+    "__int__", "__float__", "__complex__", "__iter__", "__reversed__", "__contains__", "item", "tolist",
+    "numpy", "__array__", "__array_wrap__", "__dlpack__", "__dlpack_device__", "__reduce_ex__", "__reduce__",
+    "__deepcopy__", "__copy__", "__setstate__", "__getstate__", "__sizeof__", "__dir__", "backward",
+    "register_hook", "register_post_accumulate_grad_hook", "retain_grad", "requires_grad_", "untyped_storage",
+    "storage", "_typed_storage", "has_names", "__get__", "__set__", "__delete__", "__torch_function__",
+    "__torch_dispatch__", "_make_subclass", "as_subclass", "is_grad_enabled", "get_default_dtype",
+    "result_type", "can_cast", "promote_types", "typename", "__instancecheck__", "_version", "__init__",
+    "__new__", "type", "get_rng_state", "set_rng_state", "manual_seed", "seed", "initial_seed",
+})
+
+#: Names of torch.distributed collectives recorded as ``Distributed.{name}``.
+DISTRIBUTED = (
+    "all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_object", "reduce", "reduce_scatter",
+    "reduce_scatter_tensor", "broadcast", "scatter", "gather", "all_to_all", "all_to_all_single", "send",
+    "recv", "isend", "irecv", "batch_isend_irecv", "barrier",
+)
+
+
+def _skipped(name: str) -> bool:
+    return name in METADATA or name.startswith(("is_", "_foreach", "_fused", "_has_compatible"))
+
+
+class ApiNames:
+    """Function object → msprobe entry prefix (``Functional.linear``), built once, cached per call site."""
+
+    def __init__(self) -> None:
+        self._names: dict[Any, str | None] = {}
+        for name in dir(torch):
+            self._add(getattr(torch, name, None), "Torch", name)
+        for name in dir(torch.Tensor):
+            self._add(getattr(torch.Tensor, name, None), "Tensor", name)
+        for name in dir(F):
+            self._add(getattr(F, name, None), "Functional", name)
+
+    def _add(self, obj: Any, prefix: str, name: str) -> None:
+        if obj is None or isinstance(obj, type) or not callable(obj) or name.startswith("__") and prefix != "Tensor":
+            return
+        try:
+            self._names[obj] = None if _skipped(name) else f"{prefix}.{name}"
+        except TypeError:
+            pass
+
+    def __call__(self, func: Any) -> str | None:
+        try:
+            return self._names[func]
+        except KeyError:
+            pass
+        except TypeError:
+            return None
+        name = getattr(func, "__name__", None) or "unknown"
+        owner = getattr(func, "__objclass__", None)
+        if owner is not None and issubclass(owner, torch._C.TensorBase):
+            prefix = "Tensor"
+        elif (getattr(func, "__module__", "") or "").startswith("torch.nn.functional"):
+            prefix = "Functional"
+        else:
+            prefix = "Torch"
+        result = None if _skipped(name) else f"{prefix}.{name}"
+        try:
+            self._names[func] = result
+        except TypeError:
+            pass
+        return result

@@ -1,0 +1,19 @@
+"""The ``torch`` plugin: registers the PyTorch collector without importing torch."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+from probe_core import hookimpl
+from probe_core.specs import CollectorSpec
+
+
+def _load():
+    return importlib.import_module("probe_torch.collector").TorchCollector
+
+
+@hookimpl
+def probe_collectors() -> list[CollectorSpec]:
+    return [CollectorSpec("torch", "pytorch", "PyTorch modules, torch/functional/Tensor/distributed APIs",
+                          _load, is_available=lambda: importlib.util.find_spec("torch") is not None)]
