@@ -87,13 +87,16 @@ class RowResult:
 
 
 def api_op(entry_name: str) -> str:
-    """The bare operation name of an API entry (``Tensor.__setitem__.0.forward`` -> ``setitem``)."""
+    """The operation name of an API entry (``Distributed._all_gather_base.0.forward`` -> ``_all_gather_base``)."""
     parsed = parse_entry_name(entry_name)
     if parsed.kind != "api":
         return ""
     parts = parsed.base.split(".")
-    op = parts[1] if len(parts) > 1 else parts[0]
-    return op.strip("_")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def _is_redundant(op: str) -> bool:
+    return op in REDUNDANT_APIS or op.strip("_") in REDUNDANT_APIS  # Tensor.__setitem__ -> setitem
 
 
 def normalize_dtype(dtype: Any) -> str:
@@ -193,7 +196,7 @@ def judge_entry(entry_name: str, rows: Sequence[RowResult], mode: str) -> str:
     row's (error > warning > pass).
     """
     op = api_op(entry_name)
-    if op in REDUNDANT_APIS:
+    if _is_redundant(op):
         for row in rows:
             row.result, row.messages = PASS, ["Redundant API: not compared."]
         return PASS

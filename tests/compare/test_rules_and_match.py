@@ -1,0 +1,129 @@
+"""The legend's rules and entry matching, on hand-made rows and names."""
+
+from __future__ import annotations
+
+import math
+
+from probe_core.compare.mapping import NameMap, builtin_map, load_mapping
+from probe_core.compare.match import match_entries
+from probe_core.compare.metrics import statistics_metrics
+from probe_core.compare.rules import ERROR, PASS, WARNING, RowResult, divergence, judge_entry
+from probe_core.dump import EntryRef, TensorMeta
+
+
+def t(name, norm=1.0, mx=1.0, mn=-1.0, mean=0.0, dtype="torch.float32", shape=(2, 2), grad=False, md5="aa"):
+    role = "input" if ".input." in name else "parameters" if ".parameters." in name else "output"
+    return TensorMeta(name, role, "torch.Tensor", dtype, shape, mx, mn, mean, norm, grad, md5, None, None, True)
+
+
+def stat_row(a: TensorMeta, b: TensorMeta) -> RowResult:
+    return RowResult(a, b, statistics_metrics(a, b))
+
+
+def test_statistics_error_when_inputs_agree_and_output_norm_jumps():
+    rows = [stat_row(t("X.0.forward.input.0"), t("X.0.forward.input.0")),
+            stat_row(t("X.0.forward.output.0", norm=2.0), t("X.0.forward.output.0", norm=1.0))]
+    assert judge_entry("Torch.matmul.0.forward", rows, "statistics") == ERROR
+    assert rows[0].result == PASS and rows[1].result == ERROR
+    assert "norm relative error 1 > 0.5" in rows[1].err_message
+    assert divergence(rows, "statistics") == "output.0: Norm 2.0 vs 1.0"
+
+
+def test_statistics_warning_when_output_error_is_ten_times_the_inputs():
+    rows = [stat_row(t("X.input.0", norm=1.001), t("X.input.0", norm=1.0)),
+            stat_row(t("X.output.0", norm=1.2), t("X.output.0", norm=1.0))]
+    assert judge_entry("Torch.matmul.0.forward", rows, "statistics") == WARNING
+    assert "over 10x" in rows[1].err_message
+    assert divergence(rows, "statistics") is None  # the input already differs
+
+
+def test_row_rules_dtype_shape_requires_grad_scalar_nan():
+    rows = [RowResult(t("A.output.0", dtype="torch.float16"), t("A.output.0")),
+            RowResult(t("A.output.1", shape=(3,)), t("A.output.1", shape=(2, 2))),
+            RowResult(t("A.output.2", grad=True), t("A.output.2")),
+            RowResult(t("A.output.3", mx=math.nan), t("A.output.3")),
+            RowResult(t("A.output.4", mx=math.inf), t("A.output.4", mx=math.inf))]
+    scalar_a = TensorMeta("A.input.0", "input", "int", "int", (), 1, 1, 1, 1, None, "x", None, 1, False)
+    scalar_b = TensorMeta("A.input.0", "input", "int", "int", (), 2, 2, 2, 2, None, "y", None, 2, False)
+    rows.append(RowResult(scalar_a, scalar_b))
+    judge_entry("Torch.add.0.forward", rows, "statistics")
+    assert [r.result for r in rows] == [ERROR, ERROR, ERROR, ERROR, PASS, ERROR]
+    assert "Dtype inconsistent" in rows[0].err_message
+    assert "Shape inconsistent" in rows[1].err_message
+    assert "Requires_grad inconsistent" in rows[2].err_message
+    assert "nan/inf" in rows[3].err_message
+    assert "Scalar values differ" in rows[5].err_message
+
+
+def test_md5_rules_and_mindspore_dtype_spelling():
+    rows = [RowResult(t("A.input.0", dtype="Float32"), t("A.input.0", dtype="torch.float32")),
+            RowResult(t("A.output.0", md5="aa"), t("A.output.0", md5="bb")),
+            RowResult(t("A.parameters.weight"), None)]
+    judge_entry("Module.a.Linear.forward.0", rows, "md5")
+    assert [r.result for r in rows] == [PASS, ERROR, WARNING]
+    assert "CRC-32 differs" in rows[1].err_message and "Parameters only on the target side" in rows[2].err_message
+    assert divergence(rows[:2], "md5").startswith("output.0: CRC-32 aa vs bb")
+
+
+def test_tensor_rules_thousandth_and_cosine():
+    inp = RowResult(t("A.input.0"), t("A.input.0"), {"One Thousandth Err Ratio": 1.0, "Cosine": 1.0})
+    out = RowResult(t("A.output.0"), t("A.output.0"), {"One Thousandth Err Ratio": 0.2, "Cosine": 0.8})
+    assert judge_entry("Torch.matmul.0.forward", [inp, out], "tensor") == ERROR
+    assert "One Thousandth" in out.err_message and "Cosine drops" in out.err_message
+
+
+def test_exemptions_redundant_and_placeholder_apis():
+    rows = [RowResult(t("A.output.0", md5="aa"), t("A.output.0", md5="bb"))]
+    assert judge_entry("Tensor.to.0.forward", rows, "md5") == PASS
+    rows = [stat_row(t("A.input.0"), t("A.input.0")),
+            stat_row(t("A.output.0", norm=3.0), t("A.output.0", norm=1.0))]
+    assert judge_entry("Distributed._all_gather_base.0.forward", rows, "statistics") == PASS
+
+
+def refs(names):
+    return [EntryRef(name, i, 0, 0) for i, name in enumerate(names)]
+
+
+def pairs(matches):
+    return [(m.target.name if m.target else None, m.bench.name if m.bench else None) for m in matches]
+
+
+def test_exact_match_renumbers_backward_after_recomputation():
+    target = refs(["Torch.mul.0.forward", "Torch.mul.1.forward", "Torch.mul.1.backward"])
+    bench = refs(["Torch.mul.0.forward", "Torch.mul.0.backward"])
+    assert pairs(match_entries(target, bench)) == [
+        ("Torch.mul.0.forward", "Torch.mul.0.forward"), ("Torch.mul.1.forward", None),
+        ("Torch.mul.1.backward", "Torch.mul.0.backward")]
+
+
+def test_fuzzy_ignores_call_counts_within_the_parent():
+    target = refs(["Torch.add.5.forward", "Module.a.L.forward.0", "Torch.add.6.forward"])
+    bench = refs(["Torch.add.0.forward", "Module.a.L.forward.0", "Torch.add.1.forward", "Torch.add.2.forward"])
+    parents_t = {"Torch.add.5.forward": "Module.a.L.forward.0", "Torch.add.6.forward": "Module.a.L.forward.0"}
+    parents_b = {"Torch.add.0.forward": None, "Torch.add.1.forward": "Module.a.L.forward.0",
+                 "Torch.add.2.forward": "Module.a.L.forward.0"}
+    assert pairs(match_entries(target, bench, target_parents=parents_t, bench_parents=parents_b, fuzzy=True)) == [
+        ("Torch.add.5.forward", "Torch.add.1.forward"), ("Module.a.L.forward.0", "Module.a.L.forward.0"),
+        ("Torch.add.6.forward", "Torch.add.2.forward"), (None, "Torch.add.0.forward")]
+    assert pairs(match_entries(target, bench))[0] == ("Torch.add.5.forward", None)
+
+
+def test_builtin_mindspore_to_pytorch_table():
+    table = builtin_map("mindspore", "pytorch")
+    target = refs(["Mint.matmul.0.forward", "Cell.blocks.0.qkv.Dense.forward.0", "Functional.dense.0.forward"])
+    bench = refs(["Torch.matmul.0.forward", "Module.blocks.0.qkv.Linear.forward.0", "Functional.linear.0.forward"])
+    assert pairs(match_entries(target, bench, name_map=table)) == list(zip(
+        [r.name for r in target], [r.name for r in bench]))
+
+
+def test_layer_mapping_yaml(tmp_path):
+    yaml_file = tmp_path / "map.yaml"
+    yaml_file.write_text("Net:\n  vision_model: language_model.vision_encoder\n"
+                         "MLP:\n  linear_fc1: dense_h_to_4h\napi:\n  Torch.bmm: Torch.matmul\n")
+    name_map = load_mapping(yaml_file)
+    target = refs(["Module.vision_model.mlp.MLP.forward.0", "Module.vision_model.mlp.linear_fc1.Linear.forward.0",
+                   "Torch.bmm.0.forward"])
+    bench = refs(["Module.language_model.vision_encoder.mlp.MLP.forward.0",
+                  "Module.language_model.vision_encoder.mlp.dense_h_to_4h.Linear.forward.0", "Torch.matmul.0.forward"])
+    assert [b for _, b in pairs(match_entries(target, bench, name_map=name_map))] == [r.name for r in bench]
+    assert not NameMap().active
