@@ -7,8 +7,9 @@
 
 Every registered checker runs (static and dynamic ones); live collections
 (dataset batches, RNG calls) keep growing and the pack is rewritten when they
-report news and when the process exits. Each rank writes its own members of
-the one pack.
+report news and when the process exits. In a multi-rank job each rank stages
+its files in ``.<zip name>.parts/`` next to the zip and the zip is rebuilt
+from every rank's files under a lock.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from probe_core.config_check.collect import describe, is_live, run_collect, snapshot
-from probe_core.config_check.pack import write_rank
+from probe_core.config_check.pack import write_pack, write_rank
 from probe_core.errors import CheckError
 from probe_core.specs import CheckContext
 
@@ -98,5 +99,8 @@ class ConfigChecker:
         self._write(fresh=False)
 
     def _write(self, fresh: bool) -> None:
+        if self.world_size == 1:  # one process: no other rank to merge with, no staging folder
+            write_pack(self.output_zip_path, {self.rank: snapshot(self.collected)}, self._described)
+            return
         write_rank(self.output_zip_path, self.rank, snapshot(self.collected), self._described,
                    world_size=self.world_size, fresh=fresh)
