@@ -35,6 +35,7 @@ BUILTIN_PLUGINS: Mapping[str, str] = {
     "check": "probe_core.config_check.command",
     "graph": "probe_core.graph.command",
     "compare": "probe_core.compare.command",
+    "run": "probe_core.collect.command",
 }
 
 

@@ -48,7 +48,8 @@ DISTRIBUTED = (
 
 
 def _skipped(name: str) -> bool:
-    return name in METADATA or name.startswith(("is_", "_foreach", "_fused", "_has_compatible"))
+    """Metadata reads and private helpers (``torch._foreach_*``, profiler records, ...) are never entries."""
+    return name in METADATA or name.startswith("is_") or (name.startswith("_") and not name.startswith("__"))
 
 
 class ApiNames:

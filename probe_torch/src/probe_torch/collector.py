@@ -135,8 +135,12 @@ class _ApiMode(TorchFunctionMode):
         if collector.busy or not collector.recording:
             return func(*args, **kwargs)
         api = self.names(func)
-        if api is None:
-            return func(*args, **kwargs)
+        if api is None:  # metadata read, repr, backward(): nothing inside is an entry either
+            collector.busy = True
+            try:
+                return func(*args, **kwargs)
+            finally:
+                collector.busy = False
         return collector.call_api(api, func, args, kwargs)
 
 
@@ -180,7 +184,8 @@ class TorchCollector:
                     continue
                 prefix = f"Module.{path}.{type(sub).__name__}"
                 self._module_names[sub] = prefix
-                self._hook_params(sub, prefix)
+                if self.session.with_modules:
+                    self._hook_params(sub, prefix)
 
     def _hook_params(self, module: torch.nn.Module, prefix: str) -> None:
         params = {name: p for name, p in module.named_parameters(recurse=False) if p.requires_grad}

@@ -1,0 +1,180 @@
+"""Every recorded number equals what torch computes directly; md5 and tensor files match the live tensors."""
+
+from __future__ import annotations
+
+import zlib
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from tests.collect.helpers import load
+
+
+class Tiny(nn.Module):
+    def __init__(self, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.fc = nn.Linear(5, 3).to(dtype)
+
+    def forward(self, x):
+        return torch.tanh(self.fc(x))
+
+
+def _run(tmp_path, dtype=torch.float32, **options):
+    """One forward/backward of Tiny on a 3-D input; returns (data, live tensors)."""
+    from probe_torch import PrecisionDebugger
+
+    torch.manual_seed(1)
+    model = Tiny(dtype)
+    x = torch.randn(2, 4, 5, dtype=dtype, requires_grad=True)
+    debugger = PrecisionDebugger(dump_path=str(tmp_path), **options)
+    debugger.start(model)
+    hidden = model.fc(x)
+    hidden.retain_grad()
+    out = torch.tanh(hidden)
+    out.sum().backward()
+    debugger.stop()
+    debugger.step()
+    debugger.close()
+    live = {"x": x.detach(), "hidden": hidden.detach(), "out": out.detach(), "weight": model.fc.weight,
+            "bias": model.fc.bias, "grad_hidden": hidden.grad, "grad_x": x.grad}
+    return load(tmp_path / "step0" / "rank0" / "dump.json")["data"], live
+
+
+def _expect(record, tensor):
+    t = tensor.detach()
+    assert record["shape"] == list(t.shape)
+    assert record["dtype"] == str(t.dtype)
+    assert record["Max"] == pytest.approx(t.max().item(), rel=1e-6)
+    assert record["Min"] == pytest.approx(t.min().item(), rel=1e-6)
+    assert record["Mean"] == pytest.approx(t.mean().item(), rel=1e-5, abs=1e-7)
+    assert record["Norm"] == pytest.approx(t.norm().item(), rel=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_statistics_equal_torch(tmp_path, dtype):
+    data, live = _run(tmp_path, dtype, level="mix")
+    linear = data["Functional.linear.0.forward"]
+    _expect(linear["input_args"][0], live["x"])
+    _expect(linear["input_args"][1], live["weight"])
+    _expect(linear["output"][0], live["hidden"])
+    module = data["Module.fc.Linear.forward.0"]
+    _expect(module["parameters"]["weight"], live["weight"])
+    _expect(module["parameters"]["bias"], live["bias"])
+    assert module["input_args"][0]["requires_grad"] is True
+    _expect(data["Torch.tanh.0.forward"]["output"][0], live["out"])
+    for record in (linear["output"][0], module["parameters"]["weight"]):
+        assert all(isinstance(record[k], float) for k in ("Max", "Min", "Mean", "Norm"))
+
+
+def test_backward_and_parameter_gradients(tmp_path):
+    data, live = _run(tmp_path, level="mix")
+    back = data["Functional.linear.0.backward"]
+    _expect(back["input"][0], live["grad_hidden"])  # gradient w.r.t. the output
+    grads = back["output"]  # w.r.t. each input, each shaped like it (x: 3-D, weight, bias)
+    assert [g["shape"] for g in grads] == [[2, 4, 5], [3, 5], [3]]
+    _expect(grads[0], live["grad_x"])
+    _expect(grads[1], live["weight"].grad)
+    _expect(grads[2], live["bias"].grad)
+    module_back = data["Module.fc.Linear.backward.0"]
+    _expect(module_back["input"][0], live["grad_hidden"])
+    _expect(module_back["output"][0], live["grad_x"])
+    params = data["Module.fc.Linear.parameters_grad.0"]
+    _expect(params["weight"][0], live["weight"].grad)
+    _expect(params["bias"][0], live["bias"].grad)
+
+
+def test_integer_and_bool_tensors(tmp_path):
+    from probe_torch import PrecisionDebugger
+
+    debugger = PrecisionDebugger(dump_path=str(tmp_path), level="L1")
+    debugger.start()
+    labels = torch.tensor([3, 1, 4])
+    mask = labels > 2
+    debugger.stop()
+    debugger.step()
+    debugger.close()
+    data = load(tmp_path / "step0" / "rank0" / "dump.json")["data"]
+    ints = data["Tensor.__gt__.0.forward"]["input_args"][0]
+    assert (ints["Max"], ints["Min"], ints["Mean"], ints["Norm"]) == (4, 1, None, None)
+    bools = data["Tensor.__gt__.0.forward"]["output"][0]
+    assert (bools["dtype"], bools["Max"], bools["Min"]) == ("torch.bool", True, False)
+    assert mask.tolist() == [True, False, True]
+
+
+def test_md5_is_crc32_of_raw_bytes(tmp_path):
+    data, live = _run(tmp_path, level="L1", summary_mode="md5")
+    record = data["Functional.linear.0.forward"]["input_args"][0]
+    assert record["md5"] == f"{zlib.crc32(live['x'].numpy().tobytes()):08x}"
+    assert "Max" in record  # md5 mode keeps the statistics
+
+
+def test_tensor_mode_files_load_and_equal(tmp_path):
+    data, live = _run(tmp_path, task="tensor", level="L1")
+    rank_dir = tmp_path / "step0" / "rank0"
+    dump = load(rank_dir / "dump.json")
+    assert dump["dump_data_dir"] == str(rank_dir / "dump_tensor_data")
+    entry = dump["data"]["Functional.linear.0.forward"]
+    x_file = rank_dir / "dump_tensor_data" / entry["input_args"][0]["data_name"]
+    assert x_file.name == "Functional.linear.0.forward.input.0.pt"
+    assert torch.equal(torch.load(x_file, weights_only=True), live["x"])
+    out_file = rank_dir / "dump_tensor_data" / entry["output"][0]["data_name"]
+    assert torch.equal(torch.load(out_file, weights_only=True), live["hidden"])
+    grad = dump["data"]["Functional.linear.0.backward"]["output"][1]
+    assert torch.equal(torch.load(rank_dir / "dump_tensor_data" / grad["data_name"], weights_only=True),
+                       live["weight"].grad)
+
+
+def test_overflow_check_keeps_only_nan_inf_entries(tmp_path):
+    from probe_torch import PrecisionDebugger
+
+    debugger = PrecisionDebugger(dump_path=str(tmp_path), task="overflow_check", level="L1", overflow_nums=2)
+    debugger.start()
+    x = torch.tensor([1.0, 0.0, -1.0])
+    y = x * 2  # finite: not kept
+    z = torch.log(x)  # -inf and nan
+    w = torch.exp(z)  # nan in
+    torch.exp(w)
+    torch.log(x)  # beyond overflow_nums
+    debugger.stop()
+    debugger.step()
+    debugger.close()
+    dump = load(tmp_path / "step0" / "rank0" / "dump.json")
+    assert dump["task"] == "overflow_check"
+    assert list(dump["data"]) == ["Torch.log.0.forward", "Torch.exp.0.forward"]
+    assert y.tolist() == [2.0, 0.0, -2.0]
+
+
+def test_nan_and_inf_written_as_json_tokens(tmp_path):
+    from probe_torch import PrecisionDebugger
+
+    debugger = PrecisionDebugger(dump_path=str(tmp_path), level="L1")
+    debugger.start()
+    torch.log(torch.tensor([0.0, 1.0]))
+    debugger.stop()
+    debugger.step()
+    debugger.close()
+    text = (tmp_path / "step0" / "rank0" / "dump.json").read_text()
+    assert "-Infinity" in text
+    record = load(tmp_path / "step0" / "rank0" / "dump.json")["data"]["Torch.log.0.forward"]["output"][0]
+    assert record["Min"] == float("-inf")
+
+
+def test_save_writes_debug_json(tmp_path):
+    from probe_torch import PrecisionDebugger
+
+    debugger = PrecisionDebugger(dump_path=str(tmp_path), level="L1")
+    debugger.start()
+    w = torch.ones(3, requires_grad=True)
+    loss = (w * 2).sum()
+    PrecisionDebugger.save(w, "w")
+    PrecisionDebugger.save({"lr": 0.1, "t": torch.zeros(2)}, "cfg", save_backward=False)
+    loss.backward()
+    debugger.stop()
+    debugger.step()
+    debugger.close()
+    debug = load(tmp_path / "step0" / "rank0" / "debug.json")
+    assert set(debug["data"]) == {"w.0.debug", "cfg.0.debug", "w_grad.0.debug"}
+    assert debug["data"]["cfg.0.debug"]["lr"] == {"type": "float", "value": 0.1}
+    assert debug["data"]["w_grad.0.debug"]["Max"] == 2.0
