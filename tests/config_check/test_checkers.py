@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-
 from probe_config_check import env, hyperparameters, packages
 from probe_core.specs import CheckContext
 

@@ -11,6 +11,8 @@ from openpyxl import load_workbook
 
 from tests.config_check.conftest import fake_distribution, run_probe, run_python
 
+pytestmark = pytest.mark.slow  # two real training runs in subprocesses
+
 SCRIPT = Path(__file__).parent / "scripts" / "toy_train.py"
 SECRET = "s3cr3t-value-never-packed"
 

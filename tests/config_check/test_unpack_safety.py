@@ -9,10 +9,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from probe_core.config_check.pack import read_pack, write_pack
 from probe_core.config_check.safezip import safe_extract
 from probe_core.errors import CheckError
+
 from tests.config_check.conftest import run_probe
 
 MANIFEST = json.dumps({"format": "probe-config-check", "version": 1, "ranks": [0], "checkers": {}})

@@ -11,9 +11,10 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from probe_core.specs import CheckContext, CheckRow
+
 from probe_config_check.tensor_stats import is_tensor, tensor_stats
 from probe_config_check.weights import compare_stats
-from probe_core.specs import CheckContext, CheckRow
 
 DEFAULT_STEPS = 5
 

@@ -12,8 +12,9 @@ import os
 import re
 from typing import Any
 
-from probe_config_check.common import diff_rows, option_list
 from probe_core.specs import CheckContext, CheckRow
+
+from probe_config_check.common import diff_rows, option_list
 
 PREFIXES = (
     "HCCL_", "NCCL_", "GLOO_", "CUDA_", "CUDNN_", "CUBLAS_", "CUBLASLT_", "NVIDIA_TF32", "ASCEND_", "ACL_",

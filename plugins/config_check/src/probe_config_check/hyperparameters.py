@@ -15,9 +15,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from probe_config_check.common import option_list, values_equal
 from probe_core.errors import CheckError
 from probe_core.specs import CheckContext, CheckRow
+
+from probe_config_check.common import option_list, values_equal
 
 ALIASES = {
     "learning_rate": ("lr", "learning_rate", "learningrate", "base_lr", "max_lr"),

@@ -11,8 +11,9 @@ import importlib.metadata as md
 import re
 from typing import Any
 
-from probe_config_check.common import option_list
 from probe_core.specs import CheckContext, CheckRow
+
+from probe_config_check.common import option_list
 
 COMPARED = (
     "torch", "torch-npu", "torchvision", "torchaudio", "mindspore", "mindformers", "mindspeed", "numpy",

@@ -6,18 +6,21 @@ weights/dataset/random checkers when a model or ``fmk="pytorch"`` is involved.
 
 from __future__ import annotations
 
-from probe_config_check import dataset, env, hyperparameters, packages, rng, weights
-from probe_core import hookimpl
 from probe_core.specs import CheckerSpec, ConfigKey, ConfigSectionSpec
 
+from probe_config_check import dataset, env, hyperparameters, packages, rng, weights
+from probe_core import hookimpl
 
-#: Negative priorities keep the built-in items first, in this order; third-party checkers (priority 0) follow.
+
+#: Negative priorities keep the built-in items first, in this order;
+#: third-party checkers (priority 0) follow.
 @hookimpl
 def probe_checkers() -> list[CheckerSpec]:
     return [
         CheckerSpec("env", "environment variables that change numerics or communication (secrets redacted)",
                     env.collect, env.compare, priority=-60),
-        CheckerSpec("pip", "versions of framework and training packages", packages.collect, packages.compare, priority=-50),
+        CheckerSpec("pip", "versions of framework and training packages",
+                    packages.collect, packages.compare, priority=-50),
         CheckerSpec("hyperparameters", "training arguments from scripts/configs (names normalised)",
                     hyperparameters.collect, hyperparameters.compare, priority=-40),
         CheckerSpec("weights", "per-parameter max/min/mean/norm at ConfigChecker time", weights.collect,

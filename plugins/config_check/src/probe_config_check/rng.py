@@ -16,8 +16,9 @@ import threading
 from collections import Counter
 from typing import Any
 
-from probe_config_check.common import diff_rows
 from probe_core.specs import CheckContext, CheckRow
+
+from probe_config_check.common import diff_rows
 
 PYTHON_RANDOM = ("random", "uniform", "randint", "randrange", "choice", "choices", "shuffle", "sample", "gauss",
                  "normalvariate", "getrandbits", "seed", "triangular", "betavariate", "expovariate")

@@ -33,7 +33,7 @@ def tensor_stats(value: Any) -> dict[str, Any]:
             wide = data.cpu().to(torch.float64)
         values = (wide.max(), wide.min(), wide.mean(), wide.norm())
         return {"shape": shape, "dtype": dtype, **dict(zip(("max", "min", "mean", "norm"),
-                                                            (_number(v.item()) for v in values)))}
+                                                            (_number(v.item()) for v in values), strict=True))}
     import numpy as np
 
     array = np.asarray(value.asnumpy() if hasattr(value, "asnumpy") else value)

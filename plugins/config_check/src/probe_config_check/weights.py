@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from probe_core.specs import CheckContext, CheckRow
+
 from probe_config_check.common import STAT_KEYS, stats_equal, values_equal
 from probe_config_check.tensor_stats import named_parameters, tensor_stats
-from probe_core.specs import CheckContext, CheckRow
 
 
 def collect(ctx: CheckContext) -> dict[str, Any] | None:

@@ -270,12 +270,17 @@ def _merge_shards(local: Mapping[tuple[int, int, int], Mapping[int, Params]]) ->
     by_name: dict[str, dict[int, Any]] = {}
     for (tp, pp, ep), chunks in local.items():
         for chunk, params in chunks.items():
+            layer_offset = chunk * pp_size * per_chunk + pp * per_chunk
             for name, tensor in params.items():
-                name = _LAYER.sub(lambda m: f"{m.group(1)}{chunk * pp_size * per_chunk + pp * per_chunk + int(m.group(2))}",
-                                  name)
-                name = _EXPERT.sub(lambda m: f"{m.group(1)}{ep * per_ep + int(m.group(2))}", name)
+                name = _renumber(_LAYER, name, layer_offset)
+                name = _renumber(_EXPERT, name, ep * per_ep)
                 by_name.setdefault(name, {})[tp] = tensor
     return {name: _join_tp(name, parts) for name, parts in sorted(by_name.items())}
+
+
+def _renumber(pattern: re.Pattern[str], name: str, offset: int) -> str:
+    """Add ``offset`` to the local index ``pattern`` finds (``layers.1.`` -> ``layers.5.``)."""
+    return pattern.sub(lambda m: f"{m.group(1)}{offset + int(m.group(2))}", name) if offset else name
 
 
 def _join_tp(name: str, parts: Mapping[int, Any]) -> Any:

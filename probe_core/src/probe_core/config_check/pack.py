@@ -81,7 +81,8 @@ def read_pack(path: str | os.PathLike[str]) -> tuple[dict[str, Any], PackData]:
     except FileNotFoundError:
         raise CheckError(f"{path}: file not found; pass a pack written by probe check collect") from None
     except (zipfile.BadZipFile, OSError) as exc:
-        raise CheckError(f"{path}: not a readable zip file ({exc}); pass a pack written by probe check collect") from None
+        raise CheckError(f"{path}: not a readable zip file ({exc}); "
+                         "pass a pack written by probe check collect") from None
     with archive:
         members = checked_members(archive, path)
         manifest: dict[str, Any] | None = None

@@ -75,7 +75,7 @@ def compare_packs(registry: Registry, bench_zip: str | Path, target_zip: str | P
         raise CheckError(f"{out}: exists and is not a folder; pass a folder for the results (-o)")
     out.mkdir(parents=True, exist_ok=True)
     packs = {}
-    for side, zip_path in zip(SIDES, (bench_zip, target_zip)):
+    for side, zip_path in zip(SIDES, (bench_zip, target_zip), strict=True):
         _, packs[side] = read_pack(zip_path)  # checks every member before anything is written
         folder = out / side
         if folder.is_symlink() or folder.is_file():

@@ -54,7 +54,8 @@ def checked_members(archive: zipfile.ZipFile, zip_path: str | os.PathLike[str], 
         if stat.S_IFMT(mode) and not stat.S_ISREG(mode):
             raise _refuse(zip_path, name, "it is not a regular file")
         if info.file_size > max_member_bytes:
-            raise _refuse(zip_path, name, f"it unpacks to {info.file_size} bytes, over the {max_member_bytes}-byte limit")
+            raise _refuse(zip_path, name,
+                          f"it unpacks to {info.file_size} bytes, over the {max_member_bytes}-byte limit")
         total += info.file_size
         if total > max_total_bytes:
             raise _refuse(zip_path, name, f"the members add up to more than the {max_total_bytes}-byte limit")
@@ -85,7 +86,8 @@ def safe_extract(zip_path: str | os.PathLike[str], dest: str | os.PathLike[str],
     except FileNotFoundError:
         raise CheckError(f"{zip_path}: file not found; pass a pack written by probe check collect") from None
     except (zipfile.BadZipFile, OSError) as exc:
-        raise CheckError(f"{zip_path}: not a readable zip file ({exc}); pass a pack written by probe check collect") from None
+        raise CheckError(f"{zip_path}: not a readable zip file ({exc}); "
+                         "pass a pack written by probe check collect") from None
     with archive:
         members = checked_members(archive, zip_path, max_member_bytes=max_member_bytes,
                                   max_total_bytes=max_total_bytes)
