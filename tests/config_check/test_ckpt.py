@@ -176,3 +176,18 @@ def test_missing_and_mismatched_parameters_are_reported(tmp_path):
     result = _ckpt(tmp_path, tmp_path / "a.pt", tmp_path / "b.pt")
     assert result["w"]["error"] == "shape mismatch" and result["w"]["target_shape"] == [4]
     assert result["only_a"]["error"] == "missing in target"
+
+
+def test_virtual_pipeline_chunks_and_experts_get_global_numbers():
+    """PP=2 x VPP=2 with one layer per chunk: chunk c of stage s holds global layer c*2 + s; EP=2 x 2 experts."""
+    from probe_core.config_check.ckpt_loaders import _merge_shards
+
+    local = {(0, stage, 0): {chunk: {"decoder.layers.0.norm.weight": np.array([chunk * 2.0 + stage])}
+                             for chunk in (0, 1)} for stage in (0, 1)}
+    merged = _merge_shards(local)
+    assert {k: float(v[0]) for k, v in merged.items()} == {
+        f"decoder.layers.{i}.norm.weight": float(i) for i in range(4)}
+    experts = _merge_shards({(0, 0, ep): {0: {f"decoder.layers.0.mlp.experts.local_experts.{e}.weight":
+                                              np.array([ep * 2.0 + e]) for e in (0, 1)}} for ep in (0, 1)})
+    assert {k: float(v[0]) for k, v in experts.items()} == {
+        f"decoder.layers.0.mlp.experts.local_experts.{e}.weight": float(e) for e in range(4)}
