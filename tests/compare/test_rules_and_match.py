@@ -127,3 +127,11 @@ def test_layer_mapping_yaml(tmp_path):
                   "Module.language_model.vision_encoder.mlp.dense_h_to_4h.Linear.forward.0", "Torch.matmul.0.forward"])
     assert [b for _, b in pairs(match_entries(target, bench, name_map=name_map))] == [r.name for r in bench]
     assert not NameMap().active
+
+
+def test_a_differing_scalar_argument_makes_the_op_the_divergence():
+    scalar = lambda v: TensorMeta("M.input.1", "input", "float", "float", (), v, v, v, v, None, "c", None, v, False)  # noqa: E731
+    rows = [stat_row(t("M.input.0"), t("M.input.0")), RowResult(scalar(1.01), scalar(1.0)),
+            stat_row(t("M.output.0", norm=1.01), t("M.output.0", norm=1.0))]
+    reason = divergence(rows, "statistics")
+    assert reason.startswith("output.0: Norm 1.01 vs 1.0") and "non-tensor argument differs: input.1" in reason

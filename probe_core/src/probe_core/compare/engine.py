@@ -21,7 +21,7 @@ from probe_core.compare import output
 from probe_core.compare.comparator import LeafPair, LoadedComparator, known_modes, load_comparators
 from probe_core.compare.mapping import NameMap, builtin_map, load_mapping
 from probe_core.compare.match import Match, match_entries
-from probe_core.compare.rules import ERROR, PASS, UNMATCHED, WARNING, RowResult, divergence, judge_entry
+from probe_core.compare.rules import ERROR, PASS, UNMATCHED, WARNING, RowResult, io_differences, judge_entry
 from probe_core.dump import DumpEntry, RankDump, TensorMeta, discover
 from probe_core.errors import CompareError, PluginError, ProbeError
 
@@ -56,6 +56,7 @@ class EntryOutcome:
     npu_entry: DumpEntry | None = None
     bench_entry: DumpEntry | None = None
     divergence: str | None = None
+    inputs_differ: str | None = None
 
 
 @dataclass
@@ -122,7 +123,9 @@ def compare_entry(npu: DumpEntry | None, bench: DumpEntry | None, mode: str,
                                   f"{type(exc).__name__}: {exc}") from None
             row.metrics.update(values or {})
     result = judge_entry(name, rows, mode)
-    return EntryOutcome(name, index, result, rows, npu, bench, divergence(rows, mode))
+    inputs_reason, outputs_reason = io_differences(rows, mode)
+    return EntryOutcome(name, index, result, rows, npu, bench,
+                        outputs_reason if inputs_reason is None else None, inputs_reason)
 
 
 # -- rows -------------------------------------------------------------------------------
@@ -157,6 +160,53 @@ def render_rows(outcome: EntryOutcome, columns: Sequence[str], percent: frozense
             cells[output.DATA_NAME] = str([n or "-1" for n in names])
         cells.update(row.metrics)
         yield [output.format_value(cells.get(col), col in percent) for col in columns]
+
+
+# -- first divergence ------------------------------------------------------------------------
+
+
+class DivergenceTracker:
+    """Finds the first divergent entry while outcomes stream by in execution order.
+
+    The first divergent entry is the earliest matched entry whose inputs
+    agree and whose outputs do not. When a matched entry's inputs already
+    differ before any such entry (the change happened in a call the other
+    dump does not have), the latest target-only entry before it is reported
+    instead, or that entry itself when there is none.
+    """
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.first: dict[str, Any] | None = None
+        self._last_matched: str | None = None
+        self._last_unmatched: EntryOutcome | None = None
+        self._after: str | None = None
+
+    def _record(self, outcome: EntryOutcome, reason: str, after: str | None = None) -> None:
+        entry = outcome.npu_entry or outcome.bench_entry
+        self.first = {"name": outcome.name, "bench_name": outcome.bench_entry.name if outcome.bench_entry else None,
+                      "module": entry.parent if entry else None, "stack": list(entry.stack) if entry else [],
+                      "reason": reason, "result": outcome.result, "rank": self.label, "after": after}
+
+    def see(self, outcome: EntryOutcome) -> None:
+        if self.first is not None:
+            return
+        if outcome.result == UNMATCHED:
+            if outcome.npu_entry is not None:
+                self._last_unmatched, self._after = outcome, self._last_matched
+            return
+        if outcome.divergence:
+            self._record(outcome, outcome.divergence)
+        elif outcome.inputs_differ:
+            if self._last_unmatched is not None:
+                after = f" after {self._after}" if self._after else ""
+                self._record(self._last_unmatched,
+                             f"only in the target dump{after}; the next matched entry {outcome.name} already has "
+                             f"differing inputs ({outcome.inputs_differ})", self._after)
+            else:
+                self._record(outcome, f"inputs already differ ({outcome.inputs_differ}): the change comes from "
+                                      f"outside the dumped calls")
+        self._last_matched = outcome.name
 
 
 # -- one rank pair ------------------------------------------------------------------------
@@ -267,7 +317,7 @@ def compare_ranks(target: RankDump, bench: RankDump, registry, options: CompareO
     counts = {PASS: 0, WARNING: 0, ERROR: 0, UNMATCHED: 0}
     row_counts = dict(counts)
     unmatched: dict[str, list[str]] = {"target": [], "bench": []}
-    first = None
+    tracker = DivergenceTracker(label)
     _WORKER.update(target=target, bench=bench, mode=mode, comparators=comparators, lenient=options.lenient)
     try:
         for outcome in _iter_outcomes(matches, options.workers):
@@ -276,11 +326,7 @@ def compare_ranks(target: RankDump, bench: RankDump, registry, options: CompareO
                 row_counts[row.result] += 1
             if outcome.result == UNMATCHED:
                 unmatched["target" if outcome.npu_entry is not None else "bench"].append(outcome.name)
-            elif first is None and outcome.divergence:
-                entry = outcome.npu_entry
-                first = {"name": outcome.name, "bench_name": outcome.bench_entry.name if outcome.bench_entry else None,
-                         "module": entry.parent if entry else None, "stack": list(entry.stack) if entry else [],
-                         "reason": outcome.divergence, "result": outcome.result, "rank": label}
+            tracker.see(outcome)
             for row in render_rows(outcome, columns, percent):
                 writer.write(row)
             if advance:
@@ -290,7 +336,7 @@ def compare_ranks(target: RankDump, bench: RankDump, registry, options: CompareO
         _WORKER.clear()
         target.close()
         bench.close()
-    return RankResult(label, counts, row_counts, unmatched, first, str(writer.csv_path),
+    return RankResult(label, counts, row_counts, unmatched, tracker.first, str(writer.csv_path),
                       str(writer.xlsx_path) if writer.xlsx_path else None, str(target.dump_file), str(bench.dump_file))
 
 

@@ -261,16 +261,37 @@ def row_differs(row: RowResult, mode: str) -> str | None:
     return None
 
 
+def _short(row: RowResult) -> str:
+    name = (row.npu or row.bench).name  # type: ignore[union-attr]
+    return f"{name.rsplit('.', 2)[-2]}.{name.rsplit('.', 1)[-1]}"
+
+
+def io_differences(rows: Sequence[RowResult], mode: str) -> tuple[str | None, str | None]:
+    """(why the tensor inputs differ, why the outputs differ) — each ``None`` when that side agrees.
+
+    Non-tensor arguments (scalars, dtypes, ...) do not make the inputs differ:
+    an op given another constant is where the numbers change, so a differing
+    argument is named in the outputs' reason instead.
+    """
+    inputs_reason = outputs_reason = argument = None
+    for row in rows:
+        if row.role in INPUT_ROLES:
+            both_tensors = row.npu is not None and row.bench is not None and row.npu.is_tensor and row.bench.is_tensor
+            reason = row_differs(row, mode) if (inputs_reason is None or argument is None) else None
+            if reason and (both_tensors or row.npu is None or row.bench is None):
+                inputs_reason = inputs_reason or f"{_short(row)}: {reason}"
+            elif reason:
+                argument = argument or f"{_short(row)}: {reason}"
+        elif row.role in OUTPUT_ROLES and outputs_reason is None:
+            reason = row_differs(row, mode)
+            outputs_reason = f"{_short(row)}: {reason}" if reason else None
+    if outputs_reason and argument:
+        outputs_reason += f" (non-tensor argument differs: {argument})"
+    return inputs_reason, outputs_reason
+
+
 def divergence(rows: Sequence[RowResult], mode: str) -> str | None:
     """If this entry is where numbers start to differ — every input (and parameter) agrees and
     some output does not — the reason (``"output.0: Norm 2.1 vs 2.0"``); else ``None``."""
-    inputs = [r for r in rows if r.role in INPUT_ROLES]
-    outputs = [r for r in rows if r.role in OUTPUT_ROLES]
-    if any(row_differs(r, mode) for r in inputs):
-        return None
-    for row in outputs:
-        reason = row_differs(row, mode)
-        if reason:
-            name = (row.npu or row.bench).name  # type: ignore[union-attr]
-            return f"{name.rsplit('.', 2)[-2]}.{name.rsplit('.', 1)[-1]}: {reason}"
-    return None
+    inputs_reason, outputs_reason = io_differences(rows, mode)
+    return outputs_reason if inputs_reason is None else None
