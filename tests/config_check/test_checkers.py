@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import zipfile
 
 import pytest
 from probe_config_check import env, hyperparameters, packages
 from probe_core.specs import CheckContext
+
+from tests.config_check.conftest import run_probe
 
 
 def test_shell_script_arguments_variables_arrays_and_continuations(tmp_path):
@@ -91,3 +94,13 @@ def test_plugin_module_does_not_import_torch():
             "print('torch' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_config_json_options_reach_the_checkers(tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"task": "statistics", "config_check": {"env_prefixes": ["MYCORP_"]}}))
+    done = run_probe("check", "collect", "-o", tmp_path / "p.zip", "-c", config, env={"MYCORP_MODE": "fast"})
+    assert done.returncode == 0, done.stderr
+    with zipfile.ZipFile(tmp_path / "p.zip") as archive:
+        assert json.loads(archive.read("rank0/env.json"))["variables"]["MYCORP_MODE"] == "fast"
+        assert "rank0/hyperparameters.json" not in archive.namelist()  # no -d: nothing to parse
