@@ -103,3 +103,19 @@ def test_forward_hook_scaling_is_found_after_the_module(tmp_path):
     assert first["after"] == "Module.fc1.Linear.forward.0"
     assert "Functional.relu.0.forward already has differing inputs" in first["reason"]
     assert any("train.py" in line for line in first["stack"])
+
+
+MSPROBE_MLP = Path(__file__).resolve().parents[1] / "fixtures" / "msprobe_pytorch_mlp_stat"
+
+
+@pytest.mark.slow
+def test_msprobe_dump_against_probe_dump_of_the_same_model(tmp_path):
+    probe_dump = dump(tmp_path, "statistics", 1.0, "none", "probe")
+    summary = compare(MSPROBE_MLP, probe_dump, tmp_path / "out")
+    assert summary["counts"]["unmatched"] == 0
+    rows = read_csv(tmp_path / "out" / "compare_result_rank0_step0.csv")
+    forward = [r for r in rows if ".forward." in r["NPU Name"] and not r["NPU Name"].startswith("Tensor.sum")]
+    assert len(forward) > 10
+    assert all(r["Result"] == "pass" for r in forward), [r["NPU Name"] for r in forward if r["Result"] != "pass"]
+    assert {r["NPU Name"].split(".forward")[0] for r in forward} >= {
+        "Functional.linear.0", "Module.fc1.Linear", "Functional.relu.0", "Module.fc2.Linear"}

@@ -141,7 +141,7 @@ def _side(leaf: TensorMeta | None) -> tuple:
 def render_rows(outcome: EntryOutcome, columns: Sequence[str], percent: frozenset[str]) -> Iterator[list[Any]]:
     """The CSV/XLSX rows of one entry, values in ``columns`` order."""
     stack_entry = outcome.npu_entry or outcome.bench_entry
-    stack = "\n".join(stack_entry.stack) if stack_entry is not None and stack_entry.stack else None
+    stack = str(list(stack_entry.stack)) if stack_entry is not None and stack_entry.stack else None
     for i, row in enumerate(outcome.rows):
         n_name, n_dtype, n_shape, n_grad, *n_stats = _side(row.npu)
         b_name, b_dtype, b_shape, b_grad, *b_stats = _side(row.bench)
