@@ -54,6 +54,13 @@ def test_different_values_and_missing_keys_fail(tmp_path):
     assert "missing in target" in rows["seed"].note
 
 
+def test_secret_arguments_are_redacted(tmp_path):
+    (tmp_path / "a.sh").write_text("python t.py --hf-token hf_live_123 --wandb-api-key abc --lr 1\n")
+    data = hyperparameters.collect(CheckContext(shell_paths=[str(tmp_path / "a.sh")]))
+    assert "hf_live_123" not in json.dumps(data) and "abc" not in json.dumps(data)
+    assert data["parameters"]["hf_token"]["value"] == "<redacted>"
+
+
 def test_no_scripts_means_no_hyperparameters():
     assert hyperparameters.collect(CheckContext()) is None
 

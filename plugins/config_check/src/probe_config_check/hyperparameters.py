@@ -3,7 +3,8 @@
 Names are normalised so equivalent spellings compare (``--lr``, ``lr:``,
 ``learning_rate``, ``--learning-rate`` are all ``learning_rate``); values are
 parsed (``1e-4`` equals ``0.0001``). Keys naming paths, folders, logging or
-addresses are not compared (extend with ``config_check.hyperparameters_ignore``).
+addresses are not compared (extend with ``config_check.hyperparameters_ignore``);
+values of secret-like names (``--hf-token``, ``--api-key``) are never packed.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from probe_core.errors import CheckError
 from probe_core.specs import CheckContext, CheckRow
 
 from probe_config_check.common import option_list, values_equal
+from probe_config_check.env import REDACTED, is_secret
 
 ALIASES = {
     "learning_rate": ("lr", "learning_rate", "learningrate", "base_lr", "max_lr"),
@@ -196,7 +198,8 @@ def collect(ctx: CheckContext) -> dict[str, Any] | None:
             key = canonical(name)
             if IGNORED.search(key) or any(p.search(key) for p in ignored):
                 continue
-            params[key] = {"value": parse_value(value), "source": f"{source}: {name}"}
+            value = REDACTED if is_secret(key) else parse_value(value)
+            params[key] = {"value": value, "source": f"{source}: {name}"}
     if not sources:
         return None
     return {"parameters": dict(sorted(params.items())), "sources": [s for s, raw in sources if raw]}

@@ -77,8 +77,9 @@ def load_torch_file(path: str | os.PathLike[str]) -> Any:
     allowed = []
     try:
         unsafe = torch.serialization.get_unsafe_globals_in_checkpoint(path)
+        zip_format = True
     except Exception:  # not the zip format (legacy files): weights_only loading below still guards
-        unsafe = []
+        unsafe, zip_format = [], False
     refused = []
     for name in unsafe:
         obj = _allowed_global(name)
@@ -89,7 +90,8 @@ def load_torch_file(path: str | os.PathLike[str]) -> Any:
         allowed += _numpy_dtype_classes()
     try:
         with torch.serialization.safe_globals(allowed):
-            return torch.load(path, map_location="cpu", weights_only=True)
+            # mmap: tensors stay on disk until read (optimizer states are never read at all)
+            return torch.load(path, map_location="cpu", weights_only=True, mmap=zip_format)
     except FileNotFoundError:
         raise CheckError(f"{path}: file not found") from None
     except Exception as exc:

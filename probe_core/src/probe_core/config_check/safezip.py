@@ -81,6 +81,8 @@ def safe_extract(zip_path: str | os.PathLike[str], dest: str | os.PathLike[str],
                  max_total_bytes: int = MAX_TOTAL_BYTES) -> list[Path]:
     """Unpack ``zip_path`` into the new folder ``dest`` (which must not exist); return the files written."""
     dest = Path(dest)
+    if dest.exists() or dest.is_symlink():
+        raise CheckError(f"{dest}: already exists; unpack into a new folder")
     try:
         archive = zipfile.ZipFile(zip_path)
     except FileNotFoundError:
