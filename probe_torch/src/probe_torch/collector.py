@@ -360,7 +360,13 @@ class TorchCollector:
             if wrapped and any(t is w for t in _output_tensors(output) for w in wrapped):
                 catch = None  # the call returned its (wrapped) input: hand back the caller's own tensor
                 output = self._unwrap(output, wrapped)
-            session.finish_forward(name, entry, output, parent, sid)
+            recorded_output = output
+            if api.startswith("Distributed."):
+                self.ops.new_batch()  # collectives write without bumping _version: forget cached statistics
+                if not _output_tensors(output):
+                    # in-place collectives return None or a Work handle: their result is the tensors they changed
+                    recorded_output = [_pick(args, kwargs, where) for where in _tensors(args, kwargs)]
+            session.finish_forward(name, entry, recorded_output, parent, sid)
             if catch is not None:
                 self._catch_outputs(catch, output)
             return output

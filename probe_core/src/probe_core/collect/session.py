@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import tempfile
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -38,6 +39,7 @@ from probe_core.config import ProbeConfig
 from probe_core.errors import CollectionError
 
 FLUSH_EVERY = 128  # entries per batch of statistics
+TOP_BLOCKS = ("Module.", "Cell.")  # a top-level module/cell call ending also flushes the batch
 
 
 @dataclass
@@ -273,6 +275,8 @@ class Collection:
             entry["parameters"] = {key: self.encoder.encode(value, f"parameters.{key}")
                                    for key, value in parameters.items()}
         self._queue("e", name, entry, parent, self.with_construct, sid)
+        if parent is None and name.startswith(TOP_BLOCKS):
+            self.flush()  # a top-level block finished: journal it, so a crash keeps it
 
     def end_forward_unrecorded(self, name: str) -> None:
         """A started call that will not be recorded still closes a scope."""
@@ -298,6 +302,8 @@ class Collection:
                 entry["output"] = self.encoder.encode_args(grad_inputs, "output")
             back_parent = _backward_name(parent) if parent else None
             self._queue("e", name, entry, back_parent, self.with_construct, sid)
+            if parent is None and name.startswith(TOP_BLOCKS):
+                self.flush()
 
     def record_params_grad(self, prefix: str, grads: dict[str, Any], sid: int | None = None) -> None:
         """``{prefix}.parameters_grad.{n}`` with ``{param: [grad]}`` (not in construct.json, like msprobe)."""
@@ -419,9 +425,11 @@ def check_dump_path(path: str | os.PathLike[str]) -> Path:
         probe = probe.parent
     if probe.exists() and not probe.is_dir():
         raise CollectionError(f'dump_path "{path}": {probe} is a file, not a folder; choose another dump_path')
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise CollectionError(f'dump_path "{path}": {probe} is not writable; choose a writable dump_path '
-                              "(config key dump_path or --dump-path)")
+    try:  # a real write test (permission bits do not stop root; read-only file systems do)
+        os.rmdir(tempfile.mkdtemp(prefix=".probe-write-test-", dir=probe))
+    except OSError as exc:
+        raise CollectionError(f'dump_path "{path}": {probe} is not writable ({exc.strerror}); choose a writable '
+                              "dump_path (config key dump_path or --dump-path)") from None
     if target.is_symlink():
         raise CollectionError(f'dump_path "{path}" is a symbolic link; probe does not write through links')
     return target
