@@ -139,9 +139,13 @@ def _side(leaf: TensorMeta | None) -> tuple:
 
 
 def render_rows(outcome: EntryOutcome, columns: Sequence[str], percent: frozenset[str]) -> Iterator[list[Any]]:
-    """The CSV/XLSX rows of one entry, values in ``columns`` order."""
+    """The CSV/XLSX rows of one entry, values in ``columns`` order (``N/A`` for missing values)."""
     stack_entry = outcome.npu_entry or outcome.bench_entry
     stack = str(list(stack_entry.stack)) if stack_entry is not None and stack_entry.stack else None
+    special = [(i, col in percent) for i, col in enumerate(columns)
+               if col in percent or col in ("NPU Tensor Shape", "Bench Tensor Shape")]
+    has_data_name = output.DATA_NAME in columns
+    na = output.NA
     for i, row in enumerate(outcome.rows):
         n_name, n_dtype, n_shape, n_grad, *n_stats = _side(row.npu)
         b_name, b_dtype, b_shape, b_grad, *b_stats = _side(row.bench)
@@ -155,11 +159,14 @@ def render_rows(outcome: EntryOutcome, columns: Sequence[str], percent: frozense
             "Requires_grad Consistent": consistent, "Result": row.result, "Err_message": row.err_message or None,
             output.STACK: stack if i == 0 else None,
         }
-        if output.DATA_NAME in columns:
+        if has_data_name:
             names = [leaf.data_name if leaf is not None else None for leaf in (row.npu, row.bench)]
             cells[output.DATA_NAME] = str([n or "-1" for n in names])
         cells.update(row.metrics)
-        yield [output.format_value(cells.get(col), col in percent) for col in columns]
+        values = [na if (v := cells.get(col)) is None else v for col in columns]
+        for at, pct in special:
+            values[at] = output.format_value(values[at], pct)
+        yield values
 
 
 # -- first divergence ------------------------------------------------------------------------

@@ -47,7 +47,7 @@ def header(mode: str, comparators: Sequence[LoadedComparator]) -> list[str]:
 
 def format_value(value: Any, percent: bool = False) -> Any:
     """A cell value: ``N/A`` for missing, percent strings where asked, shapes as ``[a, b]``."""
-    if value is None:
+    if value is None or value is NA:
         return NA
     if isinstance(value, tuple):
         return str(list(value))

@@ -1,0 +1,177 @@
+"""How fast is ``probe compare`` on big dumps, and how much memory does it take?
+
+Generates a pair of synthetic statistics dumps (default 100,000 entries, 3
+tensors each) and a pair of tensor-mode dumps (default 2,000 tensors of 1 M
+float32 elements, .pt files), times ``probe compare`` on each (CSV only, and
+with the XLSX too), and — when ``msprobe`` (mindstudio-probe) is found —
+``msprobe compare`` on the same pairs in the same run, then prints the
+ratios. Peak memory is the compare process' max RSS, set against the size of
+the two dumps' files.
+
+    python benchmarks/compare_speed.py [--entries N] [--tensors N] [--elements N]
+                                       [--msprobe PATH] [--workdir DIR] [--skip-tensor]
+
+The full tensor pair needs ~16 GB of disk; use --tensors/--elements to shrink it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+OPS = ("linear", "relu", "gelu", "layer_norm", "softmax", "dropout", "matmul", "add", "mul", "silu")
+WRAPPER = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
+           "rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE).returncode; "
+           "dt = time.perf_counter() - t; "
+           "print(rc, dt, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+
+
+def _tensor(rng: random.Random, shape: list[int], scale: float = 1.0) -> str:
+    mx, mn, mean, norm = (rng.uniform(0.5, 3) * scale, -rng.uniform(0.5, 3) * scale,
+                          rng.uniform(-0.1, 0.1) * scale, rng.uniform(1, 100) * scale)
+    return (f'{{"type": "torch.Tensor", "dtype": "torch.float32", "shape": {json.dumps(shape)}, "Max": {mx!r}, '
+            f'"Min": {mn!r}, "Mean": {mean!r}, "Norm": {norm!r}, "requires_grad": true}}')
+
+
+def write_statistics_dump(folder: Path, entries: int, perturb: bool) -> int:
+    """A synthetic dump.json with ``entries`` forward entries; returns its size in bytes."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(0)
+    counts = dict.fromkeys(OPS, 0)
+    names = []
+    with open(folder / "dump.json", "w") as out:
+        out.write('{\n "task": "statistics",\n "level": "L1",\n "framework": "pytorch",\n "dump_data_dir": null,\n'
+                  ' "data": {\n')
+        for i in range(entries):
+            op = OPS[i % len(OPS)]
+            name = f"Functional.{op}.{counts[op]}.forward"
+            counts[op] += 1
+            names.append(name)
+            scale = 1.01 if perturb and i % 997 == 500 else 1.0
+            body = (f'  "{name}": {{"input_args": [{_tensor(rng, [8, 64])}, {_tensor(rng, [64])}], '
+                    f'"input_kwargs": {{}}, "output": [{_tensor(rng, [8, 64], scale)}]}}')
+            out.write(body + (",\n" if i < entries - 1 else "\n"))
+        out.write(" }\n}\n")
+    stack = {str(i): [names[i:i + 1000], [f"File train.py, line {i}, in forward, \n y = f(x)"]]
+             for i in range(0, entries, 1000)}
+    (folder / "stack.json").write_text(json.dumps(stack))
+    (folder / "construct.json").write_text("{}")
+    return (folder / "dump.json").stat().st_size
+
+
+def write_tensor_dump(folder: Path, tensors: int, elements: int, perturb: bool) -> int:
+    """A tensor-mode dump with ``tensors`` .pt files (one input and one output per entry); returns bytes."""
+    import torch
+
+    data_dir = folder / "dump_tensor_data"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    data, total = {}, 0
+    for i in range(tensors // 2):
+        name = f"Functional.linear.{i}.forward"
+        entry = {"input_args": [], "input_kwargs": {}, "output": []}
+        for role, key in (("input", "input_args"), ("output", "output")):
+            t = torch.randn(elements)
+            if perturb and role == "output" and i % 50 == 7:
+                t = t * 1.01
+            data_name = f"{name}.{role}.0.pt"
+            torch.save(t, data_dir / data_name)
+            total += (data_dir / data_name).stat().st_size
+            entry[key].append({"type": "torch.Tensor", "dtype": "torch.float32", "shape": [elements],
+                               "Max": t.max().item(), "Min": t.min().item(), "Mean": t.mean().item(),
+                               "Norm": t.norm().item(), "requires_grad": False, "data_name": data_name})
+        data[name] = entry
+    dump = {"task": "tensor", "level": "L1", "framework": "pytorch", "dump_data_dir": str(data_dir), "data": data}
+    (folder / "dump.json").write_text(json.dumps(dump))
+    (folder / "stack.json").write_text("{}")
+    (folder / "construct.json").write_text("{}")
+    return total + (folder / "dump.json").stat().st_size
+
+
+def measure(command: list[str]) -> tuple[float, int]:
+    """(seconds, peak RSS in bytes) of one command; exits on failure."""
+    proc = subprocess.run([sys.executable, "-c", WRAPPER, *command], capture_output=True, text=True)
+    parts = proc.stdout.split()
+    if proc.returncode or not parts or parts[0] != "0":
+        sys.exit(f"failed: {' '.join(command)}\n{proc.stdout}\n{proc.stderr}")
+    return float(parts[1]), int(parts[2]) * 1024
+
+
+def find_msprobe(given: str | None) -> str | None:
+    for candidate in (given, shutil.which("msprobe"), "/tmp/msvenv/bin/msprobe"):
+        if candidate and Path(candidate).exists():
+            return candidate
+    return None
+
+
+def run_pair(label: str, target: Path, bench: Path, size: int, workdir: Path, msprobe: str | None,
+             workers: int) -> None:
+    probe = str(Path(sys.executable).parent / "probe")
+    results = {}
+    runs = [("probe (csv)", [probe, "compare", "--quiet", "--no-xlsx", target, bench, "-o", workdir / "p1"])]
+    if workers > 1:
+        runs.append((f"probe (csv, --workers {workers})", [probe, "compare", "--quiet", "--no-xlsx", "--workers",
+                                                           str(workers), target, bench, "-o", workdir / "p2"]))
+    runs.append(("probe (csv+xlsx)", [probe, "compare", "--quiet", target, bench, "-o", workdir / "p3"]))
+    if msprobe:
+        runs.append(("msprobe (csv)", [msprobe, "compare", "-tp", target.parent, "-gp", bench.parent,
+                                       "-o", workdir / "m1"]))
+    print(f"\n== {label}: dump files {size / 2**20:.1f} MiB (both sides)")
+    for name, command in runs:
+        seconds, peak = measure([str(c) for c in command])
+        results[name] = seconds
+        print(f"{name:32s} {seconds:8.2f} s   peak RSS {peak / 2**20:8.1f} MiB = {peak / size:5.2f}x dump size")
+    if "msprobe (csv)" in results:
+        for name, seconds in results.items():
+            if name.startswith("probe"):
+                print(f"speed-up {name:24s} vs msprobe: {results['msprobe (csv)'] / seconds:6.1f}x")
+    else:
+        print("msprobe not found (pip install mindstudio-probe into a separate venv, pass --msprobe PATH)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--entries", type=int, default=100_000)
+    parser.add_argument("--tensors", type=int, default=2_000)
+    parser.add_argument("--elements", type=int, default=1_000_000)
+    parser.add_argument("--workers", type=int, default=min(4, os.cpu_count() or 1))
+    parser.add_argument("--msprobe", help="path of the msprobe console script")
+    parser.add_argument("--workdir", help="where to write the dumps (default: a temporary folder)")
+    parser.add_argument("--skip-tensor", action="store_true")
+    args = parser.parse_args()
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="probe_compare_bench_"))
+    msprobe = find_msprobe(args.msprobe)
+    try:
+        start = time.perf_counter()
+        # msprobe wants step folders holding one proc/rank folder each
+        target = workdir / "stat_target" / "rank0"
+        bench = workdir / "stat_bench" / "rank0"
+        size = write_statistics_dump(target, args.entries, True) + write_statistics_dump(bench, args.entries, False)
+        print(f"generated the statistics pair ({args.entries} entries) in {time.perf_counter() - start:.1f} s")
+        run_pair(f"statistics, {args.entries} entries", target, bench, size, workdir / "out_stat", msprobe,
+                 args.workers)
+        if not args.skip_tensor:
+            start = time.perf_counter()
+            target = workdir / "tensor_target" / "rank0"
+            bench = workdir / "tensor_bench" / "rank0"
+            size = write_tensor_dump(target, args.tensors, args.elements, True) + \
+                write_tensor_dump(bench, args.tensors, args.elements, False)
+            print(f"\ngenerated the tensor pair ({args.tensors} tensors x {args.elements} elements) "
+                  f"in {time.perf_counter() - start:.1f} s")
+            run_pair(f"tensor, {args.tensors} tensors x {args.elements}", target, bench, size,
+                     workdir / "out_tensor", msprobe, args.workers)
+    finally:
+        if not args.workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
