@@ -38,7 +38,8 @@ def _parent_of(name: str, construct: Mapping[str, Any], known: set[str] | dict) 
     return parent
 
 
-def _group_top_level_apis(graph: Graph) -> None:
+def group_top_level_apis(graph: Graph) -> None:
+    """Put runs of two or more API calls directly under the root into Apis_Between_Modules groups."""
     grouped: list[Node] = []
     run: list[Node] = []
     groups = 0
@@ -112,7 +113,7 @@ def build_graph(construct: Mapping[str, Any], data: Mapping[str, Any],
     for name in order:
         parent = _parent_of(name, construct, nodes)
         (nodes[parent] if parent in nodes else root).add_child(nodes[name])
-    _group_top_level_apis(graph)
+    group_top_level_apis(graph)
 
     for name, entry in data.items():
         node = nodes.get(name)
