@@ -93,3 +93,13 @@ class ApiNames:
         except TypeError:
             pass
         return result
+
+
+#: APIs whose (first) output holds exactly their first input's values, in another shape or layout; their
+#: statistics are computed once (forward: output = input; backward: grad w.r.t. input = grad w.r.t. output).
+SAME_VALUES = frozenset(
+    f"{prefix}.{name}" for prefix in ("Tensor", "Torch") for name in (
+        "reshape", "view", "view_as", "reshape_as", "transpose", "permute", "t", "contiguous", "flatten",
+        "unflatten", "squeeze", "unsqueeze", "clone", "detach", "movedim", "moveaxis", "swapaxes", "swapdims",
+    )
+)

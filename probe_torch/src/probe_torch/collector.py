@@ -29,7 +29,7 @@ from torch.nn.modules._functions import BackwardHookFunction
 from torch.overrides import TorchFunctionMode
 
 from probe_core.collect import Collection
-from probe_torch.apis import DISTRIBUTED, DUNDERS, ApiNames
+from probe_torch.apis import DISTRIBUTED, DUNDERS, SAME_VALUES, ApiNames
 from probe_torch.ops import TorchTensorOps
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
@@ -96,7 +96,7 @@ def _output_tensors(output: Any) -> list[torch.Tensor]:
 class _GradCatch:
     """Gradients of one recorded call: w.r.t. its outputs (first) and its inputs (then the entry is written)."""
 
-    __slots__ = ("collector", "name", "grad_outputs", "n_inputs", "done")
+    __slots__ = ("collector", "name", "grad_outputs", "n_inputs", "done", "same_values")
 
     def __init__(self, collector: TorchCollector, name: str, n_inputs: int) -> None:
         self.collector = collector
@@ -104,6 +104,7 @@ class _GradCatch:
         self.grad_outputs: list[Any] | None = None
         self.n_inputs = n_inputs
         self.done = False
+        self.same_values = False
 
     def on_outputs(self, grads: Any) -> None:
         self.grad_outputs = list(grads)
@@ -117,6 +118,8 @@ class _GradCatch:
         if self.done:
             return
         self.done = True
+        if self.same_values and grad_inputs and self.grad_outputs:
+            self.collector.ops.alias(grad_inputs[0], self.grad_outputs[0])
         self.collector.record_backward(self.name, self.grad_outputs or [], grad_inputs)
 
 
@@ -184,7 +187,7 @@ class TorchCollector:
                     continue
                 prefix = f"Module.{path}.{type(sub).__name__}"
                 self._module_names[sub] = prefix
-                if self.session.with_modules:
+                if self._installed and self.session.with_modules:
                     self._hook_params(sub, prefix)
 
     def _hook_params(self, module: torch.nn.Module, prefix: str) -> None:
@@ -216,12 +219,14 @@ class TorchCollector:
     # -- install / remove -------------------------------------------------------------
 
     def start(self, model: Any = None) -> None:
-        if model is not None:
-            self.add_model(model)
         if self.session.all_steps_done:
             return
+        if model is not None and not self._installed:
+            self.add_model(model)  # names only; _install hooks their parameters
         if not self._installed:
             self._install()
+        elif model is not None:
+            self.add_model(model)
         self.recording = True
 
     def stop(self) -> None:
@@ -238,9 +243,6 @@ class TorchCollector:
     def close(self) -> Any:
         self.recording = False
         self._uninstall()
-        for handle in self._param_handles:
-            handle.remove()
-        self._param_handles.clear()
         for handle in self._optimizer_hooks:
             handle.remove()
         self._optimizer_hooks.clear()
@@ -286,6 +288,10 @@ class TorchCollector:
                             self._patch(dist.distributed_c10d, name, wrapper)
             self._mode = _ApiMode(self)
             self._mode.__enter__()
+        if session.with_modules:
+            for module, prefix in list(self._module_names.items()):
+                if prefix:
+                    self._hook_params(module, prefix)
         if not self._optimizer_hooks:
             from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
@@ -305,9 +311,10 @@ class TorchCollector:
         for owner, name, original in reversed(self._saved_attrs):
             setattr(owner, name, original)
         self._saved_attrs.clear()
-        for handle in self._handles:
+        for handle in self._handles + self._param_handles:
             handle.remove()
         self._handles.clear()
+        self._param_handles.clear()
         self._frames.clear()
         self._installed = False
 
@@ -361,6 +368,9 @@ class TorchCollector:
                 catch = None  # the call returned its (wrapped) input: hand back the caller's own tensor
                 output = self._unwrap(output, wrapped)
             recorded_output = output
+            same = api in SAME_VALUES and args
+            if same:
+                self.ops.alias(output, args[0])
             if api.startswith("Distributed."):
                 self.ops.new_batch()  # collectives write without bumping _version: forget cached statistics
                 if not _output_tensors(output):
@@ -368,6 +378,7 @@ class TorchCollector:
                     recorded_output = [_pick(args, kwargs, where) for where in _tensors(args, kwargs)]
             session.finish_forward(name, entry, recorded_output, parent, sid)
             if catch is not None:
+                catch.same_values = bool(same)
                 self._catch_outputs(catch, output)
             return output
         finally:

@@ -92,14 +92,16 @@ class Journal:
 
 
 def _write_atomic(path: Path, text: str) -> Path:
-    """Write ``text`` to a temporary sibling of ``path``; returns the temporary path."""
+    """Write ``text`` to a temporary sibling of ``path``; returns the temporary path.
+
+    No fsync: the rename makes the file appear whole to readers, and a killed
+    process cannot lose what the kernel already holds (only a power cut could).
+    """
     tmp = path.with_name(f".{path.name}.tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
     fd = os.open(tmp, flags, 0o640)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
     return tmp
 
 

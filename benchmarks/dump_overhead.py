@@ -1,0 +1,226 @@
+"""Step-time overhead of collection, as ratios to training with no tool, measured in one run.
+
+Each mode runs in its own subprocess (so no hook outlives its mode) on the same
+CPU transformer (fwd + bwd + AdamW, every step dumped), one thread, and the
+median step time after warm-up is compared with the no-tool median. Modes:
+``none``, ``idle`` (probe imported and a debugger created, never started),
+``L0``/``L1``/``mix`` statistics, ``md5`` and ``tensor`` (mix). When
+``msprobe`` (mindstudio-probe) is importable, the same model runs under it and
+its ratios print beside probe's.
+
+    .venv/bin/python benchmarks/dump_overhead.py [--hidden 1024 --layers 4 --batch 16 --seq 128 --steps 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+MODES = {
+    "none": None,
+    "idle": None,
+    "L0": {"level": "L0"},
+    "L1": {"level": "L1"},
+    "mix": {"level": "mix"},
+    "md5": {"level": "mix", "summary_mode": "md5"},
+    "tensor": {"level": "mix", "task": "tensor"},
+}
+MSPROBE_MODES = ("L0", "L1", "mix", "md5", "tensor")
+
+
+def build_model(hidden: int, layers: int):
+    """A pre-norm transformer written with explicit torch calls (as the msprobe fixture's model)."""
+    import math
+
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    heads = max(1, hidden // 64)
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(hidden), nn.LayerNorm(hidden)
+            self.qkv, self.proj = nn.Linear(hidden, 3 * hidden), nn.Linear(hidden, hidden)
+            self.fc1, self.fc2 = nn.Linear(hidden, 4 * hidden), nn.Linear(4 * hidden, hidden)
+
+        def forward(self, x):
+            b, t, d = x.shape
+            q, k, v = self.qkv(self.ln1(x)).chunk(3, dim=-1)
+            q, k, v = (z.reshape(b, t, heads, d // heads).transpose(1, 2) for z in (q, k, v))
+            att = torch.softmax(torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(d // heads), dim=-1)
+            x = x + self.proj(torch.matmul(att, v).transpose(1, 2).reshape(b, t, d))
+            return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.blocks = nn.ModuleList(Block() for _ in range(layers))
+            self.head = nn.Linear(hidden, 10)
+
+        def forward(self, x):
+            for block in self.blocks:
+                x = block(x)
+            return self.head(x.mean(dim=1))
+
+    return Net()
+
+
+def _setup(args: argparse.Namespace):
+    import torch
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = build_model(args.hidden, args.layers)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x = torch.randn(args.batch, args.seq, args.hidden)
+    y = torch.randint(0, 10, (args.batch,))
+    return model, optimizer, x, y
+
+
+def _step(model, optimizer, x, y, debugger=None) -> float:
+    import torch.nn.functional as F
+
+    start = time.perf_counter()
+    if debugger is not None:
+        debugger.start(model)
+    loss = F.cross_entropy(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    if debugger is not None:
+        debugger.stop()
+        debugger.step()
+    return time.perf_counter() - start
+
+
+def _dir_size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
+
+
+def worker(args: argparse.Namespace) -> None:
+    """Print JSON {mode: {median, bytes_per_step}} for the modes of one tool, interleaved step by step.
+
+    ``--tool none``: no probe import at all. ``--tool probe``: every probe mode gets its own
+    debugger; each round runs one step of every mode (rotating the order), so all modes see the
+    same machine load; ``idle`` steps run with probe imported and debuggers created, none started.
+    ``--tool msprobe``: one msprobe mode per process (it patches globally).
+    """
+    model, optimizer, x, y = _setup(args)
+    dump = Path(args.dump)
+    modes = args.mode.split(",")
+    debuggers: dict[str, object] = {}
+    if args.tool == "probe":
+        from probe_torch import PrecisionDebugger
+
+        for mode in modes:
+            debuggers[mode] = PrecisionDebugger(dump_path=str(dump / mode), **MODES[mode]) if MODES.get(mode) else None
+    elif args.tool == "msprobe":
+        from msprobe.pytorch import PrecisionDebugger as MsDebugger
+
+        options = MODES[modes[0]]
+        task = options.get("task", "statistics")
+        section = {"scope": [], "list": [], "data_mode": ["all"]}
+        if task == "statistics":
+            section["summary_mode"] = options.get("summary_mode", "statistics")
+        dump.mkdir(parents=True, exist_ok=True)
+        config = dump / "config.json"
+        config.write_text(json.dumps({"task": task, "dump_path": str(dump / modes[0]), "rank": [], "step": [],
+                                      "level": options["level"], task: section}))
+        debuggers[modes[0]] = MsDebugger(config_path=str(config))
+    else:
+        debuggers = dict.fromkeys(modes)
+    times: dict[str, list[float]] = {mode: [] for mode in modes}
+    rounds = args.warmup + args.steps
+    for round_ in range(rounds):
+        order = modes[round_ % len(modes):] + modes[:round_ % len(modes)]
+        for mode in order:
+            times[mode].append(_step(model, optimizer, x, y, debuggers[mode]))
+    for debugger in debuggers.values():
+        if debugger is not None and hasattr(debugger, "close"):
+            debugger.close()
+    print(json.dumps({mode: {"median": statistics.median(times[mode][args.warmup:]),
+                             "bytes_per_step": _dir_size(dump / mode) / rounds} for mode in modes}))
+
+
+def run_modes(args: argparse.Namespace, tool: str, modes: list[str]) -> dict:
+    dump = Path(tempfile.mkdtemp(prefix=f"bench-{tool}-"))
+    command = [sys.executable, __file__, "--worker", "--tool", tool, "--mode", ",".join(modes), "--dump", str(dump)]
+    for key in ("hidden", "layers", "batch", "seq", "steps", "warmup"):
+        command += [f"--{key}", str(getattr(args, key))]
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    try:
+        out = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
+    except subprocess.CalledProcessError as exc:
+        return {mode: {"error": ((exc.stderr or "").strip().splitlines() or ["failed"])[-1]} for mode in modes}
+    finally:
+        shutil.rmtree(dump, ignore_errors=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _size(value: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024:
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--hidden", type=int, default=1024)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of: " + ", ".join(MODES))
+    parser.add_argument("--no-msprobe", action="store_true", help="do not run msprobe even when installed")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--tool", default="probe", help=argparse.SUPPRESS)
+    parser.add_argument("--mode", default="none", help=argparse.SUPPRESS)
+    parser.add_argument("--dump", default="", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args)
+        return
+    modes = [m for m in args.modes.split(",") if m and m != "none"]
+    with_msprobe = not args.no_msprobe and importlib.util.find_spec("msprobe") is not None
+    print(f"model: hidden {args.hidden}, {args.layers} layers, batch {args.batch}, seq {args.seq}; "
+          f"{args.steps} timed steps after {args.warmup} warm-up; 1 thread; every step dumped")
+    plain = run_modes(args, "none", ["none"])["none"]
+    probe_modes = ["idle"] + [m for m in modes if m != "idle"]
+    ours = run_modes(args, "probe", probe_modes)
+    if "error" in plain or "error" in ours["idle"]:
+        sys.exit(f"baseline failed: {plain.get('error') or ours['idle'].get('error')}")
+    base = ours["idle"]["median"]  # same process, same rounds: the fair reference for every mode
+    print(f"no tool: {plain['median'] * 1000:.1f} ms/step (separate process); "
+          f"probe imported, not started: {base * 1000:.1f} ms/step")
+    header = f"{'mode':8} {'probe':>8} {'bytes/step':>12}"
+    print(header + (f" {'msprobe':>9} {'bytes/step':>12}" if with_msprobe else ""))
+    print(f"{'idle':8} {base / plain['median']:7.2f}x {'0 B':>12}   (vs the no-tool process)")
+    for mode in modes:
+        if mode == "idle":
+            continue
+        result = ours[mode]
+        line = f"{mode:8} " + (f"{result['median'] / base:7.2f}x {_size(result['bytes_per_step']):>12}"
+                               if "error" not in result else f"error: {result['error']}")
+        if with_msprobe and mode in MSPROBE_MODES:
+            theirs = run_modes(args, "msprobe", [mode])[mode]
+            line += (f" {theirs['median'] / plain['median']:8.2f}x {_size(theirs['bytes_per_step']):>12}"
+                     if "error" not in theirs else f"  msprobe error: {theirs['error']}")
+        print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()

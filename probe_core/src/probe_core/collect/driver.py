@@ -1,0 +1,372 @@
+"""The framework-neutral half of a collector: lifecycle, call/module bookkeeping, patching, saves.
+
+A framework collector subclasses :class:`CollectorBase` and supplies only
+framework calls:
+
+* ``install_hooks()`` / ``remove_hooks()`` — intercept modules/cells and APIs
+  (calling :meth:`CollectorBase.call_api`, :meth:`module_enter`,
+  :meth:`module_exit`);
+* ``named_submodules(root)``, ``direct_parameters(module)``,
+  ``hook_parameter(param, fn)`` — walk a model and hook parameter gradients;
+* ``grad_enabled()``, ``identity_with_grad_hook(tensors, fn)``,
+  ``hook_output_grads(tensors, fn)`` — the backward plumbing;
+* ``is_model(obj)`` and ``module_class_name(module)``.
+
+Everything else — naming, counting, the busy flag that keeps nested calls out,
+frames of open module calls, the root-model discovery of ``probe run``,
+start/stop/step/close and ``save`` — is here, shared by every collector.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from probe_core.collect.calls import (GradCatch, ParamGradGather, is_inplace, output_tensors, pick_at,
+                                      replace_at, tensor_positions)
+from probe_core.collect.session import Collection
+
+
+class CollectorBase:
+    """Shared collector logic; see the module docstring for what a subclass provides."""
+
+    framework: ClassVar[str] = ""
+    module_prefix: ClassVar[str] = "Module"  # "Cell" for MindSpore
+
+    def __init__(self, config: Any, registry: Any, mode: Any, ops: Any, *, auto_step: bool = False,
+                 rank_fn: Callable[[], int] = lambda: 0, stack_skip_dirs: tuple[str, ...] = (),
+                 stack_skip_files: tuple[str, ...] = ()) -> None:
+        self.ops = ops
+        self.session = Collection(config, registry, ops, mode, rank_fn=rank_fn,
+                                  stack_skip_dirs=stack_skip_dirs, stack_skip_files=stack_skip_files)
+        self.auto_step = auto_step
+        self.busy = False
+        self.recording = False
+        self._installed = False
+        self._saved_attrs: list[tuple[Any, str, Any]] = []
+        self._param_handles: list[Any] = []
+        self._module_names: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._roots_fixed = False
+        self._frames: list[Any] = []
+        self._open_catches: list[GradCatch] = []
+
+    # -- what a framework supplies -------------------------------------------------------
+
+    def install_hooks(self) -> None:
+        raise NotImplementedError
+
+    def remove_hooks(self) -> None:
+        """Remove what :meth:`install_hooks` added beyond :meth:`patch` (patches are undone here)."""
+
+    def is_model(self, obj: Any) -> bool:
+        raise NotImplementedError
+
+    def named_submodules(self, root: Any) -> Any:
+        """``(path, module)`` pairs of ``root``'s tree, the root first with path ``""``."""
+        raise NotImplementedError
+
+    def module_class_name(self, module: Any) -> str:
+        return type(module).__name__
+
+    def direct_parameters(self, module: Any) -> dict[str, Any]:
+        """The module's own parameters (not its children's), by attribute name."""
+        raise NotImplementedError
+
+    def trainable_parameters(self, module: Any) -> dict[str, Any]:
+        """The direct parameters whose gradients are recorded (``parameters_grad``)."""
+        return self.direct_parameters(module)
+
+    def hook_parameter(self, param: Any, on_grad: Callable[[Any], None]) -> Any:
+        """Call ``on_grad(grad)`` when ``param``'s gradient is ready; returns a handle with ``remove()``."""
+        raise NotImplementedError
+
+    def grad_enabled(self) -> bool:
+        raise NotImplementedError
+
+    def identity_with_grad_hook(self, tensors: list[Any], on_grads: Callable[[Any], None]) -> list[Any]:
+        """Identity copies of ``tensors`` whose backward calls ``on_grads(grads w.r.t. them)``."""
+        raise NotImplementedError
+
+    def hook_output_grads(self, tensors: list[Any], on_grads: Callable[[list[Any]], None]) -> None:
+        """Call ``on_grads([grad per tensor])`` once the gradients w.r.t. ``tensors`` are known."""
+        raise NotImplementedError
+
+    def recorded_output(self, api: str, args: tuple, kwargs: dict[str, Any], output: Any) -> Any:
+        """What the entry shows as the call's output (collectives: the tensors they changed)."""
+        if api.startswith("Distributed.") and not output_tensors(output, self.ops.is_tensor):
+            return [pick_at(args, kwargs, where) for where in tensor_positions(args, kwargs, self.ops.is_tensor)]
+        return output
+
+    # -- models ---------------------------------------------------------------------
+
+    def add_model(self, model: Any) -> None:
+        """Name every submodule of ``model`` (or of each model in a list) msprobe's way; the root is no entry."""
+        models = model if isinstance(model, (list, tuple)) else [model]
+        for root in models:
+            if not self.is_model(root):
+                continue
+            self._roots_fixed = True
+            for path, sub in self.named_submodules(root):
+                if sub in self._module_names:
+                    continue
+                if not path:
+                    self._module_names[sub] = ""
+                    continue
+                prefix = f"{self.module_prefix}.{path}.{self.module_class_name(sub)}"
+                self._module_names[sub] = prefix
+                if self.session.with_modules:
+                    self._hook_params(sub, prefix)
+                self.on_named(sub, path, prefix)
+
+    def on_named(self, module: Any, path: str, prefix: str) -> None:
+        """Called once per named submodule (a collector may hook more there)."""
+
+    def _hook_params(self, module: Any, prefix: str) -> None:
+        params = self.trainable_parameters(module)
+        if not params:
+            return
+        gather = ParamGradGather(list(params), lambda grads: self._guarded(self.session.record_params_grad,
+                                                                           prefix, grads))
+        for pname, param in params.items():
+            def on_grad(grad: Any, pname: str = pname) -> None:
+                if self.recording:
+                    gather.arrive(pname, grad)
+            self._param_handles.append(self.hook_parameter(param, on_grad))
+
+    def module_prefix_of(self, module: Any) -> str | None:
+        prefix = self._module_names.get(module)
+        if prefix is None and not self._roots_fixed and not self._frames:
+            # ``probe run``: a module called at top level is a root model
+            self.add_model(module)
+            self._roots_fixed = False
+            prefix = self._module_names.get(module)
+        return prefix or None
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    def start(self, model: Any = None) -> None:
+        if model is not None:
+            self.add_model(model)
+        if self.session.all_steps_done:
+            return
+        if not self._installed:
+            self.install_hooks()
+            self._installed = True
+        self.recording = True
+
+    def stop(self) -> None:
+        self.settle_backward()
+        self.recording = False
+        self._uninstall()
+        self.session.flush()
+
+    def step(self) -> None:
+        self.settle_backward(drop_rest=True)
+        self.session.end_step()
+        if self.session.all_steps_done:
+            self.recording = False
+            self._uninstall()
+
+    def close(self) -> Any:
+        self.settle_backward(drop_rest=True)
+        self.recording = False
+        self._uninstall()
+        for handle in self._param_handles:
+            handle.remove()
+        self._param_handles.clear()
+        return self.session.close()
+
+    def _uninstall(self) -> None:
+        if not self._installed:
+            return
+        self.remove_hooks()
+        for owner, name, original in reversed(self._saved_attrs):
+            setattr(owner, name, original)
+        self._saved_attrs.clear()
+        self._frames.clear()
+        self._installed = False
+
+    # -- patching -------------------------------------------------------------------
+
+    def patch(self, owner: Any, name: str, value: Any) -> None:
+        """``setattr(owner, name, value)``, undone when the hooks are removed."""
+        self._saved_attrs.append((owner, name, owner.__dict__.get(name, getattr(owner, name))
+                                  if isinstance(owner, type) else getattr(owner, name)))
+        setattr(owner, name, value)
+
+    def wrap_api(self, api: str, original: Any) -> Any:
+        """A stand-in for ``original`` that records each outermost call as ``{api}.{n}.forward``."""
+        collector = self
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if collector.busy or not collector.recording:
+                return original(*args, **kwargs)
+            return collector.call_api(api, original, args, kwargs)
+
+        wrapper.__name__ = getattr(original, "__name__", api)
+        wrapper.__qualname__ = getattr(original, "__qualname__", api)
+        wrapper.__doc__ = getattr(original, "__doc__", None)
+        wrapper.__wrapped__ = original
+        return wrapper
+
+    def _guarded(self, fn: Callable[..., Any], *args: Any) -> Any:
+        was, self.busy = self.busy, True
+        try:
+            return fn(*args)
+        finally:
+            self.busy = was
+
+    # -- APIs -----------------------------------------------------------------------------
+
+    def call_api(self, api: str, func: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
+        """Run one outermost API call and record it (inputs before, outputs after, backward hooked)."""
+        if self._open_catches:
+            self.settle_backward()
+        session = self.session
+        name = session.api_forward_name(api)
+        self.busy = True
+        try:
+            if not session.start_forward(name):
+                try:
+                    return func(*args, **kwargs)
+                finally:
+                    session.end_forward_unrecorded(name)
+            parent = session.current_module()
+            sid = session.capture_stack(2)
+            entry = session.encode_inputs(name, args, kwargs)
+            catch = originals = None
+            if session.wants_backward(name) and not is_inplace(api, kwargs) and self.grad_enabled():
+                args, kwargs, catch, originals = self._catch_inputs(name, args, kwargs)
+            output = func(*args, **kwargs)
+            if originals and any(t is w for t in output_tensors(output, self.ops.is_tensor) for w in originals):
+                catch = None  # the call returned its (wrapped) input: hand back the caller's own tensor
+                output = _unwrap(output, originals, self.ops.is_tensor)
+            session.finish_forward(name, entry, self.recorded_output(api, args, kwargs, output), parent, sid)
+            if catch is not None:
+                self._catch_outputs(catch, output)
+            return output
+        finally:
+            self.busy = False
+
+    # -- modules ----------------------------------------------------------------------------
+
+    def module_enter(self, module: Any, args: tuple) -> tuple | None:
+        """Before a module call: name, filter, inputs, backward catch; returns replacement args or None."""
+        if self.busy or not self.recording:
+            self._frames.append(None)
+            return None
+        prefix = self.module_prefix_of(module)
+        if prefix is None:
+            self._frames.append(None)
+            return None
+        if self._open_catches:
+            self.settle_backward()
+        session = self.session
+        name = session.module_forward_name(prefix)
+        self.busy = True
+        try:
+            recorded = session.start_forward(name)
+            parent = session.current_module()
+            sid = session.capture_stack(3) if recorded else None
+            entry = session.encode_inputs(name, args, None) if recorded else None
+            catch = new_args = None
+            if recorded and session.wants_backward(name) and not getattr(module, "inplace", False) \
+                    and self.grad_enabled():
+                new_args, _, catch, _ = self._catch_inputs(name, args, {})
+            session.enter_module(name)
+            self._frames.append((name, recorded, entry, parent, sid, catch))
+            return new_args if new_args is not args else None
+        finally:
+            self.busy = False
+
+    def module_exit(self, module: Any, kwargs: dict[str, Any] | None, output: Any) -> None:
+        """After a module call (also when it raised: ``output`` is then None and nothing is recorded)."""
+        if not self._frames:
+            return
+        frame = self._frames.pop()
+        if frame is None:
+            return
+        name, recorded, entry, parent, sid, catch = frame
+        session = self.session
+        session.exit_module()
+        if not recorded:
+            session.end_forward_unrecorded(name)
+            return
+        self.busy = True
+        try:
+            if entry is not None and "input_kwargs" in entry and kwargs:
+                entry["input_kwargs"] = session.encoder.encode_kwargs(kwargs)
+            session.finish_forward(name, entry, output, parent, sid, parameters=self.direct_parameters(module))
+            if catch is not None:
+                self._catch_outputs(catch, output)
+        finally:
+            self.busy = False
+
+    # -- backward plumbing ----------------------------------------------------------------------
+
+    def _record_backward(self, name: str, grad_outputs: list[Any], grad_inputs: list[Any]) -> None:
+        if self.recording:
+            self._guarded(self.session.record_backward, name, grad_outputs, grad_inputs)
+
+    def _catch_inputs(self, name: str, args: tuple, kwargs: dict[str, Any]) -> tuple[Any, Any, GradCatch, Any]:
+        positions = tensor_positions(args, kwargs, self.ops.is_tensor)
+        tensors = [pick_at(args, kwargs, where) for where in positions]
+        catch = GradCatch(self._record_backward, name, len(tensors))
+        needs = [self.ops.requires_grad(t) for t in tensors]
+        if not any(need is None or need for need in needs):
+            catch.n_inputs = 0
+            return args, kwargs, catch, None
+        if None in needs:  # the framework cannot tell: the input gradients may never come
+            self._open_catches.append(catch)
+        new = self.identity_with_grad_hook(tensors, catch.on_inputs)
+        args, kwargs = replace_at(args, kwargs, positions, new)
+        return args, kwargs, catch, {id(n): o for n, o in zip(new, tensors)}
+
+    def _catch_outputs(self, catch: GradCatch, output: Any) -> None:
+        outs = [t for t in output_tensors(output, self.ops.is_tensor) if self.ops.requires_grad(t) is not False]
+        if outs:
+            self.hook_output_grads(outs, catch.on_outputs)
+
+    def settle_backward(self, drop_rest: bool = False) -> None:
+        """Write the backward entries whose output gradients came but whose input gradients never will.
+
+        A framework that cannot tell which inputs need gradients (MindSpore)
+        leaves such calls open; once the backward pass is over (the next
+        forward call, step end, stop, close) their inputs' gradients are
+        written as ``null``, as msprobe does.
+        """
+        if not self._open_catches:
+            return
+        still_open = []
+        for catch in self._open_catches:
+            if catch.done:
+                continue
+            if catch.grad_outputs is not None:
+                catch.on_inputs([None] * catch.n_inputs)
+            elif not drop_rest:
+                still_open.append(catch)
+        self._open_catches = still_open
+
+    # -- saves -------------------------------------------------------------------------------------
+
+    def save(self, variable: Any, name: str, save_backward: bool = True) -> None:
+        """``PrecisionDebugger.save``: the variable now, and its gradient(s) when backward reaches them."""
+        was, self.busy = self.busy, True
+        try:
+            self.session.save_variable(name, variable)
+            if save_backward:
+                single = self.ops.is_tensor(variable)
+                for i, tensor in enumerate(output_tensors(variable, self.ops.is_tensor)):
+                    if self.ops.requires_grad(tensor) is not False:
+                        grad_name = name + "_grad" + ("" if single else f".{i}")
+                        self.hook_output_grads([tensor], lambda grads, n=grad_name: self._guarded(
+                            self.session.save_variable, n, grads[0]))
+        finally:
+            self.busy = was
+
+
+def _unwrap(output: Any, originals: dict[int, Any], is_tensor: Callable[[Any], bool]) -> Any:
+    if is_tensor(output):
+        return originals.get(id(output), output)
+    return type(output)(originals.get(id(t), t) for t in output)
