@@ -14,7 +14,9 @@ class StatisticsMode:
     def encode(self, tensor: Any, ops: Any, sink: Any, label: str) -> dict[str, Any]:
         record = ops.describe(tensor)
         record["Max"] = record["Min"] = record["Mean"] = record["Norm"] = None
-        record["requires_grad"] = ops.requires_grad(tensor)
+        requires_grad = ops.requires_grad(tensor)
+        if requires_grad is not None:  # MindSpore tensors carry no flag (msprobe writes none there)
+            record["requires_grad"] = requires_grad
         sink.defer_stats(record, ops.stats(tensor))
         self.extend(record, tensor, ops, sink, label)
         return record

@@ -1,0 +1,91 @@
+"""Which MindSpore callables are recorded, and under which msprobe names.
+
+* ``mindspore.mint.X`` → ``Mint.X``; ``mindspore.mint.nn.functional.X`` →
+  ``MintFunctional.X``; ``mindspore.ops.X`` → ``Functional.X``;
+  ``mindspore.communication.comm_func.X`` → ``Distributed.X``;
+* ``Tensor`` methods and operators → ``Tensor.X`` (``x / y`` is
+  ``Tensor.__truediv__``).
+
+Only functions (not primitive classes, modules or decorators) are wrapped, and
+calls that read metadata or drive autograd/graph compilation are never entries.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import types
+from collections.abc import Iterator
+from typing import Any
+
+from probe_core.collect.calls import OPERATOR_DUNDERS
+
+#: (entry prefix, module) pairs whose public functions are wrapped.
+NAMESPACES = (
+    ("Mint", "mindspore.mint"),
+    ("MintFunctional", "mindspore.mint.nn.functional"),
+    ("Functional", "mindspore.ops"),
+    ("Distributed", "mindspore.communication.comm_func"),
+)
+
+#: Where wrapped ops functions come from (leaves out grad/vmap/jit helpers, primitives and decorators).
+_OP_MODULES = ("mindspore.ops.function", "mindspore.ops.auto_generate.gen_ops_def", "mindspore.ops.functional",
+               "mindspore.mint", "mindspore.ops.operations.manually_defined", "mindspore.communication")
+_NOT_OP_MODULES = ("mindspore.ops.function.grad", "mindspore.ops.function.vmap_func",
+                   "mindspore.ops.function.debug_func", "mindspore.ops.function.parameter_func",
+                   "mindspore.ops.function.reshard_func")
+
+#: Calls that read metadata, convert to Python/numpy, or drive autograd: never entries.
+METADATA = frozenset({
+    "asnumpy", "numpy", "item", "itemset", "tolist", "register_hook", "init_data", "set_data", "data_sync",
+    "has_init", "set_const_arg", "set_init_flag", "storage_offset", "data_ptr", "untyped_storage", "dim",
+    "numel", "nelement", "ndimension", "element_size", "stride", "get_bytes", "flush_from_cache", "offload",
+    "load", "asnumpy_of_slice_persistent_data", "slice_num_of_persistent_data", "slice_shape_of_persistent_data",
+    "typename", "tensor_weakref", "assign_value", "assign_value_cpp", "dtype", "ndim", "stop_gradient",
+    "get_rank", "get_group_size", "get_cache_group_rank", "get_cache_group_size",
+    "get_group_rank_from_world_rank", "deprecated", "jit_class", "default_handle", "P2POp", "CommHandle",
+})
+
+
+def _skipped(name: str) -> bool:
+    return name in METADATA or name.startswith(("_", "is_"))
+
+
+def _is_op_function(obj: Any) -> bool:
+    if isinstance(obj, (type, types.ModuleType)) or not callable(obj):
+        return False
+    module = getattr(obj, "__module__", "") or ""
+    return module.startswith(_OP_MODULES) and not module.startswith(_NOT_OP_MODULES)
+
+
+def namespace_functions() -> Iterator[tuple[Any, str, str]]:
+    """``(module, attribute, entry prefix)`` for every function to wrap in the API namespaces."""
+    for prefix, module_name in NAMESPACES:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        for name in sorted(vars(module)):
+            obj = vars(module)[name]
+            if _skipped(name) or not _is_op_function(obj):
+                continue
+            collective = (getattr(obj, "__module__", "") or "").endswith("comm_func")
+            if collective != (prefix == "Distributed"):
+                continue  # collectives are recorded as Distributed.* only
+            yield module, name, f"{prefix}.{name}"
+
+
+def tensor_methods(tensor_class: type) -> Iterator[tuple[str, str]]:
+    """``(attribute, entry name)`` for every Tensor method and operator to wrap."""
+    for name in dir(tensor_class):
+        if name.startswith("__"):
+            if name in OPERATOR_DUNDERS:
+                yield name, f"Tensor.{name}"
+            continue
+        if _skipped(name):
+            continue
+        static = inspect.getattr_static(tensor_class, name, None)
+        if isinstance(static, (property, staticmethod, classmethod, type)) or inspect.isdatadescriptor(static):
+            continue
+        if callable(static):
+            yield name, f"Tensor.{name}"

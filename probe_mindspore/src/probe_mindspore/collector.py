@@ -1,0 +1,250 @@
+"""The MindSpore collector (PyNative): framework calls for the shared :class:`~probe_core.collect.driver.CollectorBase`.
+
+How calls are seen (MindSpore has no global cell hooks and no function mode):
+
+* cells (L0, mix): ``nn.Cell.__call__`` is replaced, so every cell call of any
+  network is seen; an ``nn.Optimizer`` call is never recorded and ends the step
+  under ``probe run``;
+* APIs (L1, mix): the public functions of ``mint``, ``mint.nn.functional``,
+  ``ops`` and ``communication.comm_func`` and the methods/operators of
+  ``Tensor`` are replaced by recording wrappers (see :mod:`probe_mindspore.apis`);
+  ``Primitive`` attributes of named cells (``self.matmul = P.MatMul()``) are
+  recorded as ``Primitive.{attribute}.{Name}``;
+* backward: tensor inputs go through ``ops.HookBackward`` (an identity whose
+  hook sees the gradients w.r.t. the inputs) and outputs get
+  ``Tensor.register_hook``; parameter gradients come from ``Parameter.register_hook``.
+
+Under ``@jit`` or GRAPH_MODE MindSpore compiles the network and ignores every
+Python hook, so collection refuses GRAPH_MODE and says so for ``@jit`` calls.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import mindspore as ms
+from mindspore import nn, ops
+from mindspore.common import api as ms_api
+from mindspore.ops.composite.base import _pynative_executor
+
+from probe_core.collect.calls import GradSlots
+from probe_core.collect.driver import CollectorBase
+from probe_core.errors import CollectionError
+from probe_mindspore.apis import namespace_functions, tensor_methods
+from probe_mindspore.ops import MindSporeTensorOps
+
+GRAPH_MODE_FIX = ("probe collects MindSpore in PyNative mode only: call mindspore.set_context(mode="
+                  "mindspore.PYNATIVE_MODE) (the default) and remove @jit while collecting")
+
+
+def current_rank() -> int:
+    """The communication rank once initialised, else ``RANK_ID``/``RANK`` from the launcher, else 0."""
+    try:
+        from mindspore.communication import GlobalComm, get_rank
+
+        if GlobalComm.INITED:
+            return int(get_rank())
+    except Exception:  # no communication backend in this build
+        pass
+    return int(os.environ.get("RANK_ID") or os.environ.get("RANK") or 0)
+
+
+def check_pynative() -> None:
+    if ms.get_context("mode") == ms.GRAPH_MODE:
+        raise CollectionError(f"mindspore context mode is GRAPH_MODE, where every hook is ignored and the dump "
+                              f"would be empty; {GRAPH_MODE_FIX}")
+
+
+class MindSporeCollector(CollectorBase):
+    """Installs and removes MindSpore hooks; one per :class:`PrecisionDebugger` / ``probe run``."""
+
+    framework = "mindspore"
+    module_prefix = "Cell"
+
+    def __init__(self, config: Any, registry: Any, mode: Any, *, auto_step: bool = False) -> None:
+        super().__init__(config, registry, mode, MindSporeTensorOps(), auto_step=auto_step, rank_fn=current_rank,
+                         stack_skip_dirs=(os.path.dirname(__file__),))
+        self.jit_calls: dict[str, int] = {}
+        self._primitive_classes: dict[type, type] = {}  # original class -> recording subclass
+        self._recording_classes: set[type] = set()
+        self._primitive_apis: dict[int, str] = {}  # id(primitive) -> "Primitive.{attr}.{Name}"
+        self._primitives: list[tuple[Any, type]] = []
+
+    # -- models -------------------------------------------------------------------------
+
+    def is_model(self, obj: Any) -> bool:
+        return isinstance(obj, nn.Cell) and not isinstance(obj, nn.Optimizer)
+
+    def named_submodules(self, root: nn.Cell) -> Any:
+        return root.cells_and_names()
+
+    def direct_parameters(self, cell: nn.Cell) -> dict[str, Any]:
+        return {name: p for name, p in cell._params.items() if p is not None}
+
+    def hook_parameter(self, param: Any, on_grad: Any) -> Any:
+        def hook(grad: Any) -> None:
+            on_grad(grad)
+
+        return param.register_hook(hook)
+
+    def trainable_parameters(self, cell: nn.Cell) -> dict[str, Any]:
+        return {name: p for name, p in self.direct_parameters(cell).items() if p.requires_grad}
+
+    def on_named(self, cell: nn.Cell, path: str, prefix: str) -> None:
+        if self.session.with_apis:
+            for attr, primitive in getattr(cell, "_primitives", {}).items():
+                if isinstance(primitive, ops.Primitive):
+                    self._record_primitive(primitive, f"Primitive.{attr}.{primitive.name}")
+
+    # -- backward plumbing ----------------------------------------------------------------
+
+    def grad_enabled(self) -> bool:
+        return bool(_pynative_executor.grad_flag())
+
+    def identity_with_grad_hook(self, tensors: list[Any], on_grads: Any) -> list[Any]:
+        hook = ops.HookBackward(lambda grads: self._guarded(on_grads, grads))
+        out = hook(*tensors)
+        return list(out) if isinstance(out, (tuple, list)) else [out]
+
+    def hook_output_grads(self, tensors: list[Any], on_grads: Any) -> None:
+        slots = GradSlots(len(tensors), lambda grads: self._guarded(on_grads, grads))
+        for i, tensor in enumerate(tensors):
+            tensor.register_hook(lambda grad, i=i: slots.arrive(i, grad))
+
+    # -- install / remove -------------------------------------------------------------------
+
+    def start(self, model: Any = None) -> None:
+        check_pynative()
+        super().start(model)
+
+    def install_hooks(self) -> None:
+        if self.session.with_modules:
+            self.patch(nn.Cell, "__call__", self._cell_call_wrapper(nn.Cell.__call__))
+        elif self.auto_step:
+            self.patch(nn.Optimizer, "__call__", self._optimizer_wrapper(nn.Optimizer.__call__))
+        if self.session.with_apis:
+            for module, attr, api in namespace_functions():
+                self.patch(module, attr, self.wrap_api(api, getattr(module, attr)))
+            for attr, api in tensor_methods(ms.Tensor):
+                self.patch(ms.Tensor, attr, self.wrap_api(api, getattr(ms.Tensor, attr)))
+            for primitive, original_class in self._primitives:
+                primitive.__class__ = self._primitive_classes[original_class]
+        self.patch(ms, "set_context", self._set_context_wrapper(ms.set_context))
+        self.patch(ms, "jit", self._jit_wrapper(ms.jit))
+        self.patch(ms_api, "jit", ms.jit)
+
+    def remove_hooks(self) -> None:
+        for primitive, original_class in self._primitives:
+            primitive.__class__ = original_class
+
+    def close(self) -> Any:
+        summary = super().close()
+        for primitive, original_class in self._primitives:
+            primitive.__class__ = original_class
+        return summary
+
+    def _cell_call_wrapper(self, original: Any) -> Any:
+        collector = self
+
+        def __call__(cell: Any, *args: Any, **kwargs: Any) -> Any:
+            if isinstance(cell, nn.Optimizer):
+                return collector._run_optimizer(original, cell, args, kwargs)
+            new_args = collector.module_enter(cell, args)
+            output = None
+            try:
+                output = original(cell, *(args if new_args is None else new_args), **kwargs)
+            finally:
+                collector.module_exit(cell, kwargs, output)
+            return output
+
+        return __call__
+
+    def _optimizer_wrapper(self, original: Any) -> Any:
+        def __call__(optimizer: Any, *args: Any, **kwargs: Any) -> Any:
+            return self._run_optimizer(original, optimizer, args, kwargs)
+
+        return __call__
+
+    def _run_optimizer(self, original: Any, optimizer: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
+        """An optimizer update is no entry; under ``probe run`` it ends the step."""
+        output = self._guarded(lambda: original(optimizer, *args, **kwargs))
+        if self.auto_step and self.recording:
+            self.step()
+        return output
+
+    # -- primitives ------------------------------------------------------------------------
+
+    def _record_primitive(self, primitive: Any, api: str) -> None:
+        """Make one primitive instance record its calls as ``api`` (its class is swapped for a recording subclass)."""
+        original_class = type(primitive)
+        if original_class in self._recording_classes or id(primitive) in self._primitive_apis:
+            return
+        subclass = self._primitive_classes.get(original_class)
+        if subclass is None:
+            subclass = self._primitive_subclass(original_class)
+            self._primitive_classes[original_class] = subclass
+            self._recording_classes.add(subclass)
+        self._primitive_apis[id(primitive)] = api
+        self._primitives.append((primitive, original_class))
+        if self._installed:
+            primitive.__class__ = subclass
+
+    def _primitive_subclass(self, original_class: type) -> type:
+        collector = self
+        original_call = original_class.__call__
+
+        def __call__(primitive: Any, *args: Any, **kwargs: Any) -> Any:
+            if collector.busy or not collector.recording:
+                return original_call(primitive, *args, **kwargs)
+            api = collector._primitive_apis[id(primitive)]
+            return collector.call_api(api, lambda *a, **k: original_call(primitive, *a, **k), args, kwargs)
+
+        return type(original_class.__name__, (original_class,), {"__call__": __call__,
+                                                                 "__module__": original_class.__module__})
+
+    # -- graph mode -------------------------------------------------------------------------
+
+    def _set_context_wrapper(self, original: Any) -> Any:
+        def set_context(*args: Any, **kwargs: Any) -> Any:
+            result = original(*args, **kwargs)
+            if self.recording and kwargs.get("mode") == ms.GRAPH_MODE:
+                raise CollectionError(f"mindspore.set_context(mode=GRAPH_MODE) while probe collects: "
+                                      f"hooks would be ignored; {GRAPH_MODE_FIX}")
+            return result
+
+        return set_context
+
+    def _jit_wrapper(self, original: Any) -> Any:
+        collector = self
+
+        def watch(compiled: Any, label: str) -> Any:
+            if not callable(compiled):
+                return compiled
+
+            def run(*args: Any, **kwargs: Any) -> Any:
+                if collector.recording and not collector.busy:
+                    collector.note_jit(label)
+                return compiled(*args, **kwargs)
+
+            run.__wrapped__ = compiled
+            run.__name__ = getattr(compiled, "__name__", label)
+            return run
+
+        def jit(function: Any = None, *args: Any, **kwargs: Any) -> Any:
+            if function is not None and callable(function):
+                return watch(original(function, *args, **kwargs), getattr(function, "__qualname__", "function"))
+            decorator = original(function, *args, **kwargs) if function is not None else original(*args, **kwargs)
+            return lambda fn: watch(decorator(fn), getattr(fn, "__qualname__", "function"))
+
+        return jit
+
+    def note_jit(self, label: str) -> None:
+        """A ``@jit`` function ran while collecting: say once that its insides are not in the dump."""
+        first = label not in self.jit_calls
+        self.jit_calls[label] = self.jit_calls.get(label, 0) + 1
+        if first:
+            print(f"probe: {label} runs under @jit (graph compilation); MindSpore ignores hooks there, so its "
+                  f"cells and APIs are not in the dump. {GRAPH_MODE_FIX}", file=sys.stderr)
+

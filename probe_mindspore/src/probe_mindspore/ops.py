@@ -1,0 +1,83 @@
+"""The tensor operations the framework-neutral engine and data modes need, for MindSpore.
+
+Statistics are computed on the host with numpy — never with ``mint`` ops, some
+of which (``mint.norm``, ``mint.linalg.vector_norm``, ...) have no CPU kernel —
+as soon as a tensor is encoded, so later in-place changes cannot touch them.
+bfloat16 has no numpy type: its statistics go through float32 (exact), and its
+raw bytes (md5 mode) are the upper halves of the float32 words, i.e. the very
+bytes the tensor holds, as the PyTorch side hashes them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mindspore as ms
+import numpy as np
+from mindspore.common import dtype as mstype
+
+_WIDEN = (mstype.bfloat16,)
+
+
+def to_numpy(tensor: ms.Tensor) -> np.ndarray:
+    """The tensor's values as a numpy array (bfloat16 as float32)."""
+    if tensor.dtype in _WIDEN:
+        tensor = tensor.astype(mstype.float32)
+    return tensor.asnumpy()
+
+
+def host_stats(array: np.ndarray) -> tuple[Any, Any, Any, Any] | None:
+    """(Max, Min, Mean, Norm) of an array: floats in float64 accumulation, integers/bools Max/Min only."""
+    if array.size == 0 or np.iscomplexobj(array):
+        return None
+    if array.dtype == np.bool_:
+        return bool(array.any()), bool(array.all()), None, None
+    if np.issubdtype(array.dtype, np.integer):
+        return int(array.max()), int(array.min()), None, None
+    wide = array.astype(np.float64, copy=False)
+    norm = float(np.sqrt(np.dot(wide.ravel(), wide.ravel()))) if np.isfinite(wide).all() \
+        else float(np.linalg.norm(wide.ravel()))
+    return float(array.max()), float(array.min()), float(wide.mean()), norm
+
+
+class MindSporeTensorOps:
+    """:class:`probe_core.collect.TensorOps` for ``mindspore.Tensor`` (and ``Parameter``)."""
+
+    framework = "mindspore"
+    tensor_suffix = ".npy"
+
+    def is_tensor(self, value: Any) -> bool:
+        return isinstance(value, ms.Tensor)
+
+    def describe(self, tensor: ms.Tensor) -> dict[str, Any]:
+        return {"type": "mindspore.Tensor", "dtype": str(tensor.dtype), "shape": list(tensor.shape)}
+
+    def requires_grad(self, tensor: ms.Tensor) -> None:
+        """MindSpore tensors carry no such flag (PyNative decides at the grad call): unknown."""
+        return None
+
+    def stats(self, tensor: ms.Tensor) -> Any:
+        if tensor.dtype == mstype.complex64 or tensor.dtype == mstype.complex128:
+            return None
+        return host_stats(to_numpy(tensor))
+
+    def fetch_stats(self, handles: list[Any]) -> list[tuple[Any, Any, Any, Any] | None]:
+        return list(handles)  # computed at encode time already
+
+    def raw_bytes(self, tensor: ms.Tensor) -> Any:
+        if tensor.dtype in _WIDEN:
+            words = np.ascontiguousarray(to_numpy(tensor)).view(np.uint32)
+            return (words >> 16).astype("<u2").tobytes()
+        return np.ascontiguousarray(tensor.asnumpy()).tobytes()
+
+    def snapshot(self, tensor: ms.Tensor) -> np.ndarray:
+        return np.array(to_numpy(tensor), copy=True)
+
+    def save(self, array: np.ndarray, path: str) -> None:
+        np.save(path, array, allow_pickle=False)
+
+    def encode_other(self, value: Any) -> dict[str, Any] | None:
+        if isinstance(value, mstype.Type):
+            return {"type": "mindspore.dtype", "value": str(value)}
+        return None
+

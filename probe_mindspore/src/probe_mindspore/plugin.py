@@ -1,0 +1,19 @@
+"""The ``mindspore`` plugin: registers the MindSpore collector without importing mindspore."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+from probe_core import hookimpl
+from probe_core.specs import CollectorSpec
+
+
+def _load() -> type:
+    return importlib.import_module("probe_mindspore.collector").MindSporeCollector
+
+
+@hookimpl
+def probe_collectors() -> list[CollectorSpec]:
+    return [CollectorSpec("mindspore", "mindspore", "MindSpore (PyNative) cells, mint/ops/Tensor/communication APIs",
+                          _load, is_available=lambda: importlib.util.find_spec("mindspore") is not None)]
