@@ -62,6 +62,7 @@ class MindSporeCollector(CollectorBase):
 
     framework = "mindspore"
     module_prefix = "Cell"
+    param_grads_sorted = True
 
     def __init__(self, config: Any, registry: Any, mode: Any, *, auto_step: bool = False) -> None:
         super().__init__(config, registry, mode, MindSporeTensorOps(), auto_step=auto_step, rank_fn=current_rank,

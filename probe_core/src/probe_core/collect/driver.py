@@ -27,12 +27,15 @@ from probe_core.collect.calls import (GradCatch, ParamGradGather, is_inplace, ou
                                       replace_at, tensor_positions)
 from probe_core.collect.session import Collection
 
+_INHERITED = object()  # a class attribute that came from a base class: removing the patch deletes it
+
 
 class CollectorBase:
     """Shared collector logic; see the module docstring for what a subclass provides."""
 
     framework: ClassVar[str] = ""
     module_prefix: ClassVar[str] = "Module"  # "Cell" for MindSpore
+    param_grads_sorted: ClassVar[bool] = False  # parameters_grad keys by name (msprobe's MindSpore order)
 
     def __init__(self, config: Any, registry: Any, mode: Any, ops: Any, *, auto_step: bool = False,
                  rank_fn: Callable[[], int] = lambda: 0, stack_skip_dirs: tuple[str, ...] = (),
@@ -126,8 +129,12 @@ class CollectorBase:
         params = self.trainable_parameters(module)
         if not params:
             return
-        gather = ParamGradGather(list(params), lambda grads: self._guarded(self.session.record_params_grad,
-                                                                           prefix, grads))
+        def on_full(grads: dict[str, Any]) -> None:
+            if self.param_grads_sorted:
+                grads = dict(sorted(grads.items()))
+            self._guarded(self.session.record_params_grad, prefix, grads)
+
+        gather = ParamGradGather(list(params), on_full)
         for pname, param in params.items():
             def on_grad(grad: Any, pname: str = pname) -> None:
                 if self.recording:
@@ -182,7 +189,10 @@ class CollectorBase:
             return
         self.remove_hooks()
         for owner, name, original in reversed(self._saved_attrs):
-            setattr(owner, name, original)
+            if original is _INHERITED:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
         self._saved_attrs.clear()
         self._frames.clear()
         self._installed = False
@@ -191,8 +201,8 @@ class CollectorBase:
 
     def patch(self, owner: Any, name: str, value: Any) -> None:
         """``setattr(owner, name, value)``, undone when the hooks are removed."""
-        self._saved_attrs.append((owner, name, owner.__dict__.get(name, getattr(owner, name))
-                                  if isinstance(owner, type) else getattr(owner, name)))
+        original = owner.__dict__.get(name, _INHERITED) if isinstance(owner, type) else getattr(owner, name)
+        self._saved_attrs.append((owner, name, original))
         setattr(owner, name, value)
 
     def wrap_api(self, api: str, original: Any) -> Any:
