@@ -155,7 +155,8 @@ def worker(args: argparse.Namespace) -> None:
 
 def run_modes(args: argparse.Namespace, tool: str, modes: list[str]) -> dict:
     dump = Path(tempfile.mkdtemp(prefix=f"bench-{tool}-"))
-    command = [sys.executable, __file__, "--worker", "--tool", tool, "--mode", ",".join(modes), "--dump", str(dump)]
+    python = args.msprobe_python if tool == "msprobe" and args.msprobe_python else sys.executable
+    command = [python, __file__, "--worker", "--tool", tool, "--mode", ",".join(modes), "--dump", str(dump)]
     for key in ("hidden", "layers", "batch", "seq", "steps", "warmup"):
         command += [f"--{key}", str(getattr(args, key))]
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
@@ -186,6 +187,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of: " + ", ".join(MODES))
     parser.add_argument("--no-msprobe", action="store_true", help="do not run msprobe even when installed")
+    parser.add_argument("--msprobe-python", metavar="PYTHON",
+                        help="interpreter of a separate venv where msprobe (and the same torch) is installed")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--tool", default="probe", help=argparse.SUPPRESS)
     parser.add_argument("--mode", default="none", help=argparse.SUPPRESS)
@@ -195,7 +198,7 @@ def main() -> None:
         worker(args)
         return
     modes = [m for m in args.modes.split(",") if m and m != "none"]
-    with_msprobe = not args.no_msprobe and importlib.util.find_spec("msprobe") is not None
+    with_msprobe = not args.no_msprobe and (bool(args.msprobe_python) or importlib.util.find_spec("msprobe") is not None)
     print(f"model: hidden {args.hidden}, {args.layers} layers, batch {args.batch}, seq {args.seq}; "
           f"{args.steps} timed steps after {args.warmup} warm-up; 1 thread; every step dumped")
     plain = run_modes(args, "none", ["none"])["none"]

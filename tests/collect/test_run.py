@@ -76,15 +76,15 @@ def test_dump_path_under_a_file_is_refused(tmp_path):
 @pytest.mark.slow
 def test_sigkill_mid_step_keeps_completed_steps_and_journal(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([PROBE, "run", str(SCRIPT), "hang"], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout.readline().strip() == "READY"
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    with subprocess.Popen([PROBE, "run", str(SCRIPT), "hang"], cwd=tmp_path, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) as proc:
+        try:
+            assert proc.stdout.readline().strip() == "READY"
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
     dump = tmp_path / "probe_dump"
     for step in (0, 1):  # completed steps: final, valid files, no journal
         rank_dir = dump / f"step{step}" / "rank0"

@@ -178,3 +178,41 @@ def test_save_writes_debug_json(tmp_path):
     assert set(debug["data"]) == {"w.0.debug", "cfg.0.debug", "w_grad.0.debug"}
     assert debug["data"]["cfg.0.debug"]["lr"] == {"type": "float", "value": 0.1}
     assert debug["data"]["w_grad.0.debug"]["Max"] == 2.0
+
+
+def test_tensor_mode_save_names_follow_msprobe(tmp_path):
+    from probe_torch import PrecisionDebugger
+
+    debugger = PrecisionDebugger(dump_path=str(tmp_path), task="tensor", level="L1")
+    debugger.start()
+    value = torch.arange(4.0)
+    PrecisionDebugger.save(value, "act", save_backward=False)
+    PrecisionDebugger.save([value, value * 2], "pair", save_backward=False)
+    debugger.stop()
+    debugger.step()
+    debugger.close()
+    rank_dir = tmp_path / "step0" / "rank0"
+    debug = load(rank_dir / "debug.json")["data"]
+    assert debug["act.0.debug"]["data_name"] == "act.0.debug.pt"
+    assert [item["data_name"] for item in debug["pair.0.debug"]] == ["pair.0.debug.0.pt", "pair.0.debug.1.pt"]
+    loaded = torch.load(rank_dir / "dump_tensor_data" / "pair.0.debug.1.pt", weights_only=True)
+    assert torch.equal(loaded, value * 2)
+
+
+def test_seed_all_makes_runs_repeatable_and_removes_dropout():
+    import random
+
+    from probe_torch import seed_all
+    from probe_torch.debugger import restore_dropout
+
+    try:
+        seed_all(7, mode=False, rm_dropout=True)
+        first = (random.random(), torch.rand(3))
+        seed_all(7)
+        second = (random.random(), torch.rand(3))
+        assert first[0] == second[0] and torch.equal(first[1], second[1])
+        x = torch.ones(1000)
+        assert torch.equal(F.dropout(x, p=0.5, training=True), x)
+    finally:
+        restore_dropout()
+    assert not torch.equal(F.dropout(torch.ones(1000), p=0.5, training=True), torch.ones(1000))

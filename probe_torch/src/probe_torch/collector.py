@@ -169,6 +169,13 @@ class TorchCollector:
         self._roots_fixed = False
         self._frames: list[Any] = []
         self._optimizer_hooks: list[Any] = []
+        os.register_at_fork(after_in_child=self._forked)
+
+    def _forked(self) -> None:
+        """A forked child (DataLoader worker) inherits the hooks but must not write into the parent's dump."""
+        self.recording = False
+        self.session.active = False
+        self.session.stopped = True
 
     # -- models ---------------------------------------------------------------------
 

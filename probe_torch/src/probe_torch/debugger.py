@@ -48,8 +48,9 @@ def _remove_dropout() -> None:
     """Make every dropout a no-op (p forced to 0), as msprobe's seed_all does."""
     import torch.nn.functional as F
 
-    if getattr(F, "_probe_dropout_removed", False):
+    if getattr(F, "_probe_dropout_originals", None):
         return
+    originals = {}
     for name in ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"):
         original = getattr(F, name, None)
         if original is None:
@@ -58,5 +59,15 @@ def _remove_dropout() -> None:
         def no_dropout(input, p=0.5, training=True, inplace=False, _original=original):
             return _original(input, 0.0, training, inplace)
 
+        originals[name] = original
         setattr(F, name, no_dropout)
-    F._probe_dropout_removed = True
+    F._probe_dropout_originals = originals
+
+
+def restore_dropout() -> None:
+    """Undo ``seed_all(rm_dropout=True)``."""
+    import torch.nn.functional as F
+
+    for name, original in (getattr(F, "_probe_dropout_originals", None) or {}).items():
+        setattr(F, name, original)
+    F._probe_dropout_originals = None

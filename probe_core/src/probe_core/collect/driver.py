@@ -36,6 +36,7 @@ class CollectorBase:
     framework: ClassVar[str] = ""
     module_prefix: ClassVar[str] = "Module"  # "Cell" for MindSpore
     param_grads_sorted: ClassVar[bool] = False  # parameters_grad keys by name (msprobe's MindSpore order)
+    null_grads_for_inputs: ClassVar[bool] = False  # inputs without gradient: [null, ...] (msprobe MindSpore) or []
 
     def __init__(self, config: Any, registry: Any, mode: Any, ops: Any, *, auto_step: bool = False,
                  rank_fn: Callable[[], int] = lambda: 0, stack_skip_dirs: tuple[str, ...] = (),
@@ -52,7 +53,8 @@ class CollectorBase:
         self._module_names: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._roots_fixed = False
         self._frames: list[Any] = []
-        self._open_catches: list[GradCatch] = []
+        self._open_catches: list[GradCatch] = []  # calls whose input gradients have not come yet
+        self._backward_seen = False
 
     # -- what a framework supplies -------------------------------------------------------
 
@@ -231,7 +233,7 @@ class CollectorBase:
 
     def call_api(self, api: str, func: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
         """Run one outermost API call and record it (inputs before, outputs after, backward hooked)."""
-        if self._open_catches:
+        if self._backward_seen:
             self.settle_backward()
         session = self.session
         name = session.api_forward_name(api)
@@ -270,7 +272,7 @@ class CollectorBase:
         if prefix is None:
             self._frames.append(None)
             return None
-        if self._open_catches:
+        if self._backward_seen:
             self.settle_backward()
         session = self.session
         name = session.module_forward_name(prefix)
@@ -319,35 +321,47 @@ class CollectorBase:
         if self.recording:
             self._guarded(self.session.record_backward, name, grad_outputs, grad_inputs)
 
+    def needs_grad(self, tensor: Any) -> bool | None:
+        """Whether autograd will compute a gradient w.r.t. ``tensor`` (``None``: cannot tell)."""
+        return self.ops.requires_grad(tensor)
+
     def _catch_inputs(self, name: str, args: tuple, kwargs: dict[str, Any]) -> tuple[Any, Any, GradCatch, Any]:
         positions = tensor_positions(args, kwargs, self.ops.is_tensor)
         tensors = [pick_at(args, kwargs, where) for where in positions]
+        needs = [self.needs_grad(t) for t in tensors]
         catch = GradCatch(self._record_backward, name, len(tensors))
-        needs = [self.ops.requires_grad(t) for t in tensors]
         if not any(need is None or need for need in needs):
             catch.n_inputs = 0
+            catch.no_grad_inputs = [None] * len(tensors) if self.null_grads_for_inputs else []
             return args, kwargs, catch, None
-        if None in needs:  # the framework cannot tell: the input gradients may never come
-            self._open_catches.append(catch)
-        new = self.identity_with_grad_hook(tensors, catch.on_inputs)
+        self._open_catches.append(catch)
+
+        def on_inputs(grads: Any) -> None:  # no gradient for inputs autograd does not differentiate
+            catch.on_inputs([None if need is False else grad for grad, need in zip(grads, needs)])
+
+        new = self.identity_with_grad_hook(tensors, on_inputs)
         args, kwargs = replace_at(args, kwargs, positions, new)
         return args, kwargs, catch, {id(n): o for n, o in zip(new, tensors)}
 
     def _catch_outputs(self, catch: GradCatch, output: Any) -> None:
-        outs = [t for t in output_tensors(output, self.ops.is_tensor) if self.ops.requires_grad(t) is not False]
+        outs = [t for t in output_tensors(output, self.ops.is_tensor) if self.needs_grad(t) is not False]
         if outs:
-            self.hook_output_grads(outs, catch.on_outputs)
+            def on_outputs(grads: list[Any]) -> None:
+                self._backward_seen = True
+                catch.on_outputs(grads)
+
+            self.hook_output_grads(outs, on_outputs)
 
     def settle_backward(self, drop_rest: bool = False) -> None:
         """Write the backward entries whose output gradients came but whose input gradients never will.
 
-        A framework that cannot tell which inputs need gradients (MindSpore)
-        leaves such calls open; once the backward pass is over (the next
-        forward call, step end, stop, close) their inputs' gradients are
-        written as ``null``, as msprobe does.
+        When the gradient is taken w.r.t. some tensors only, the identity
+        before a call may never see a gradient; once that backward pass is
+        over (the next forward call, step end, stop, close) such calls are
+        written with ``null`` input gradients. ``drop_rest`` (step end) also
+        forgets calls whose backward never ran.
         """
-        if not self._open_catches:
-            return
+        self._backward_seen = False
         still_open = []
         for catch in self._open_catches:
             if catch.done:
@@ -368,7 +382,7 @@ class CollectorBase:
             if save_backward:
                 single = self.ops.is_tensor(variable)
                 for i, tensor in enumerate(output_tensors(variable, self.ops.is_tensor)):
-                    if self.ops.requires_grad(tensor) is not False:
+                    if self.needs_grad(tensor) is not False:
                         grad_name = name + "_grad" + ("" if single else f".{i}")
                         self.hook_output_grads([tensor], lambda grads, n=grad_name: self._guarded(
                             self.session.save_variable, n, grads[0]))

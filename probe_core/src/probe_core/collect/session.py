@@ -326,7 +326,7 @@ class Collection:
         with self._lock:
             entry_name = f"{name}.{self._count(name + '.debug')}.debug"
             self._current = entry_name
-            self._queue("d", entry_name, self.encoder.encode(value, "debug"), None, False, None)
+            self._queue("d", entry_name, self.encoder.encode(value, ""), None, False, None)
             return entry_name
 
     # -- batching ------------------------------------------------------------------
@@ -338,7 +338,9 @@ class Collection:
         self._deferred_handles.append(handle)
 
     def save_tensor(self, tensor: Any, label: str) -> str:
-        data_name = f"{self._current}.{label}{self.ops.tensor_suffix}"
+        label = label.strip(".")
+        data_name = f"{self._current}.{label}{self.ops.tensor_suffix}" if label else \
+            f"{self._current}{self.ops.tensor_suffix}"
         snapshot = self.ops.snapshot(tensor)
         path = self._state.rank_dir / "dump_tensor_data" / data_name
         self._state.saves.append(self._executor().submit(self._save_one, snapshot, path))

@@ -1,0 +1,151 @@
+"""Benchmark: build + compare a synthetic pair of model graphs (default 200,000 nodes per side).
+
+Writes two msprobe-format dumps (dump.json, construct.json, stack.json) of a
+deep transformer-like model — the bench's statistics all differ slightly
+(1e-5 relative noise, as two devices' numbers do) and every 97th block is
+3x off —
+then times ``probe graph -tp A -gp B -o OUT`` and, when msprobe is installed
+(``--msprobe PYTHON``, default: ``msprobe`` importable by /tmp/msvenv/bin/python
+or this Python), ``msprobe graph_visualize`` on the same pair, each in its own
+process. Prints wall time, peak resident memory and the ratio measured in this run.
+
+    python benchmarks/graph_speed.py [--nodes 200000] [--msprobe /tmp/msvenv/bin/python]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+NODES_PER_BLOCK = 26  # forward + backward nodes one block adds to the graph (see _block)
+
+
+_NOISE = random.Random(2)
+
+
+def _tensor(rng: random.Random, shape: list[int], scale: float = 1.0, noise: float = 0.0) -> dict:
+    value = rng.random() * scale * (1.0 + noise * _NOISE.gauss(0.0, 1.0))
+    return {"type": "torch.Tensor", "dtype": "torch.float32", "shape": shape, "Max": value + 1.0,
+            "Min": -value - 1.0, "Mean": value / 10, "Norm": value * 30 + 1.0, "requires_grad": True}
+
+
+def _block(i: int, counts: dict[str, int], rng: random.Random, scale: float, noise: float, data: dict,
+           construct: dict) -> None:
+    """One block: attention (linear, matmul, softmax, linear) + mlp (linear, gelu, linear) + 2 adds, fwd and bwd."""
+    def api(op: str, parent: str | None, way: str = "forward") -> str:
+        name = f"{op}.{counts[op]}.{way}"
+        construct[name] = parent
+        data[name] = {"input_args": [_tensor(rng, [8, 64], scale, noise), _tensor(rng, [64, 64], 1.0, noise)], "input_kwargs": {},
+                      "output": [_tensor(rng, [8, 64], scale, noise)]}
+        return name
+
+    def module(path: str, cls: str, parent: str | None, way: str = "forward") -> str:
+        name = f"Module.{path}.{cls}.{way}.0"
+        construct[name] = parent
+        data[name] = {"input_args": [_tensor(rng, [8, 64], scale, noise)], "input_kwargs": {},
+                      "output": [_tensor(rng, [8, 64], scale, noise)]}
+        return name
+
+    for way in ("forward", "backward"):
+        block = module(f"layers.{i}", "Block", None, way)
+        attn = module(f"layers.{i}.attn", "Attention", block, way)
+        mlp = module(f"layers.{i}.mlp", "MLP", block, way)
+        for op, parent in (("Functional.linear", attn), ("Torch.matmul", attn), ("Torch.softmax", attn),
+                           ("Functional.linear", attn), ("Functional.linear", mlp), ("Functional.gelu", mlp),
+                           ("Functional.linear", mlp), ("Tensor.__add__", block), ("Tensor.__add__", block)):
+            api(op, parent, way)
+            if way == "backward":
+                counts[op] += 1
+        if way == "backward":
+            for sub in ("attn.Attention", "mlp.MLP"):
+                name = f"Module.layers.{i}.{sub}.parameters_grad.0"
+                data[name] = {"weight": [_tensor(rng, [64, 64], 1.0, noise)]}
+
+
+def write_dump(folder: Path, blocks: int, perturb: bool) -> None:
+    rng = random.Random(1)
+    data: dict = {}
+    construct: dict = {}
+    counts: dict[str, int] = dict.fromkeys(("Functional.linear", "Torch.matmul", "Torch.softmax",
+                                            "Functional.gelu", "Tensor.__add__"), 0)
+    for i in range(blocks):
+        scale = 3.0 if perturb and i % 97 == 13 else 1.0
+        _block(i, counts, rng, scale, 1e-5 if perturb else 0.0, data, construct)
+    folder.mkdir(parents=True, exist_ok=True)
+    names = list(data)
+    stack = {str(k): [names[k::50], [f"File model.py, line {k}, in forward, \n x = layer(x)"]] for k in range(50)}
+    (folder / "dump.json").write_text(json.dumps({"task": "statistics", "level": "mix", "framework": "pytorch",
+                                                  "dump_data_dir": None, "data": data}))
+    (folder / "construct.json").write_text(json.dumps(construct))
+    (folder / "stack.json").write_text(json.dumps(stack))
+
+
+def run_measured(command: list[str]) -> tuple[float, float, int]:
+    """(wall seconds, peak RSS in MiB, exit code) of one child process."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        print(proc.stderr.read().decode()[-2000:], file=sys.stderr)
+    proc.stderr.close()
+    return wall, usage.ru_maxrss / 1024, proc.returncode
+
+
+def find_msprobe(hint: str | None) -> str | None:
+    for python in filter(None, [hint, "/tmp/msvenv/bin/python", sys.executable]):
+        if Path(python).exists() and subprocess.run([python, "-c", "import msprobe"],
+                                                     capture_output=True).returncode == 0:
+            return python
+    return None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=200_000, help="graph nodes per side (default 200000)")
+    parser.add_argument("--msprobe", help="a Python that can import msprobe (mindstudio-probe)")
+    parser.add_argument("--keep", action="store_true", help="keep the generated dumps and outputs")
+    args = parser.parse_args()
+    blocks = max(1, args.nodes // NODES_PER_BLOCK)
+    work = Path(tempfile.mkdtemp(prefix="probe_graph_bench_"))
+    try:
+        started = time.perf_counter()
+        write_dump(work / "target" / "step0" / "rank0", blocks, perturb=False)
+        write_dump(work / "bench" / "step0" / "rank0", blocks, perturb=True)
+        size = (work / "target" / "step0" / "rank0" / "dump.json").stat().st_size / 2**20
+        print(f"synthetic pair: {blocks} blocks, ~{blocks * NODES_PER_BLOCK + 1} nodes per side, "
+              f"dump.json {size:.0f} MiB each (written in {time.perf_counter() - started:.1f} s)")
+        probe = str(Path(sys.executable).parent / "probe")
+        target, bench = work / "target" / "step0" / "rank0", work / "bench" / "step0" / "rank0"
+        ours = run_measured([probe, "graph", "-tp", str(target), "-gp", str(bench), "-o", str(work / "probe_out")])
+        print(f"probe graph:             {ours[0]:8.2f} s   peak RSS {ours[1]:8.0f} MiB   (exit {ours[2]})")
+        python = find_msprobe(args.msprobe)
+        if python is None:
+            print("msprobe graph_visualize: not installed (pip install mindstudio-probe in another venv and "
+                  "pass --msprobe PYTHON to compare)")
+            return
+        code = "import sys; from msprobe.msprobe import main; sys.argv = ['msprobe'] + sys.argv[1:]; main()"
+        theirs = run_measured([python, "-c", code, "graph_visualize", "-tp", str(target), "-gp", str(bench),
+                               "-o", str(work / "msprobe_out")])
+        print(f"msprobe graph_visualize: {theirs[0]:8.2f} s   peak RSS {theirs[1]:8.0f} MiB   (exit {theirs[2]})")
+        if ours[2] == 0 and theirs[2] == 0:
+            print(f"probe is {theirs[0] / ours[0]:.1f}x faster and uses {theirs[1] / ours[1]:.1f}x less peak memory "
+                  "(target: >= 5x faster)")
+    finally:
+        if args.keep:
+            print(f"kept: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
