@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import multiprocessing
 import warnings
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -57,6 +58,8 @@ class EntryOutcome:
     bench_entry: DumpEntry | None = None
     divergence: str | None = None
     inputs_differ: str | None = None
+    rendered: list[list[Any]] = field(default_factory=list)
+    row_results: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -229,6 +232,10 @@ def _compare_chunk(chunk: Sequence[Match]) -> list[EntryOutcome]:
         npu = target.load(match.target) if match.target is not None else None
         ref = bench.load(match.bench) if match.bench is not None else None
         outcome = compare_entry(npu, ref, _WORKER["mode"], _WORKER["comparators"], _WORKER["lenient"])
+        # render here (in the worker) and send back plain rows, not objects
+        outcome.rendered = list(render_rows(outcome, _WORKER["columns"], _WORKER["percent"]))
+        outcome.row_results = [row.result for row in outcome.rows]
+        outcome.rows = []
         outcome.npu_entry = _light(outcome.npu_entry)
         outcome.bench_entry = _light(outcome.bench_entry)
         outcomes.append(outcome)
@@ -257,8 +264,13 @@ def _iter_outcomes(matches: Sequence[Match], workers: int) -> Iterator[EntryOutc
     _WORKER["bench"].close()
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        for outcomes in pool.map(_compare_chunk, chunks):
-            yield from outcomes
+        pending: deque = deque()
+        for chunk in chunks:  # a bounded window of chunks in flight keeps memory bounded
+            pending.append(pool.submit(_compare_chunk, chunk))
+            if len(pending) >= 4 * workers:
+                yield from pending.popleft().result()
+        while pending:
+            yield from pending.popleft().result()
 
 
 def detect_mode(target: RankDump, bench: RankDump) -> str:
@@ -325,16 +337,17 @@ def compare_ranks(target: RankDump, bench: RankDump, registry, options: CompareO
     row_counts = dict(counts)
     unmatched: dict[str, list[str]] = {"target": [], "bench": []}
     tracker = DivergenceTracker(label)
-    _WORKER.update(target=target, bench=bench, mode=mode, comparators=comparators, lenient=options.lenient)
+    _WORKER.update(target=target, bench=bench, mode=mode, comparators=comparators, lenient=options.lenient,
+                   columns=columns, percent=percent)
     try:
         for outcome in _iter_outcomes(matches, options.workers):
             counts[outcome.result] += 1
-            for row in outcome.rows:
-                row_counts[row.result] += 1
+            for result in outcome.row_results:
+                row_counts[result] += 1
             if outcome.result == UNMATCHED:
                 unmatched["target" if outcome.npu_entry is not None else "bench"].append(outcome.name)
             tracker.see(outcome)
-            for row in render_rows(outcome, columns, percent):
+            for row in outcome.rendered:
                 writer.write(row)
             if advance:
                 advance(1)

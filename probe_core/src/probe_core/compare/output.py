@@ -3,9 +3,9 @@
 Columns per mode follow msprobe's result headers (so existing post-processing
 keeps working); columns of third-party comparators come after them.
 Rows stream to disk: the CSV through :mod:`csv`, the XLSX through
-openpyxl's write-only workbook (header frozen, error rows red, warning rows
-yellow; a sheet holds at most :data:`XLSX_MAX_ROWS` rows, more go on
-``Sheet2``, ...).
+:class:`~probe_core.compare.xlsx.StreamingXlsx` (header frozen, error rows
+red, warning rows yellow; a sheet holds at most :data:`XLSX_MAX_ROWS` rows,
+more go on ``compare_result2``, ...).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 
 from probe_core.compare.comparator import LoadedComparator
 from probe_core.compare.rules import ERROR, WARNING
+from probe_core.compare.xlsx import StreamingXlsx
 
 BASIC_INFO = ("NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape",
               "NPU Requires_grad", "Bench Requires_grad")
@@ -67,50 +68,17 @@ class RowWriter:
         self._csv_file = open(self.csv_path, "w", newline="", encoding="utf-8")  # noqa: SIM115
         self._csv = csv.writer(self._csv_file)
         self._csv.writerow(self.columns)
-        self._book = self._sheet = None
-        self._sheet_rows = 0
-        if xlsx:
-            import openpyxl
-
-            self._book = openpyxl.Workbook(write_only=True)
-            self._new_sheet()
-
-    def _new_sheet(self) -> None:
-        index = len(self._book.worksheets) + 1
-        self._sheet = self._book.create_sheet("compare_result" if index == 1 else f"compare_result{index}")
-        self._sheet.freeze_panes = "A2"
-        self._sheet.append(self.columns)
-        self._sheet_rows = 1
+        self._book = StreamingXlsx(self.xlsx_path, self.columns, FILLS, max_rows=XLSX_MAX_ROWS) if xlsx else None
 
     def write(self, row: list[Any]) -> None:
         self._csv.writerow(row)
-        if self._book is None:
-            return
-        if self._sheet_rows >= XLSX_MAX_ROWS:
-            self._new_sheet()
-        fill = FILLS.get(row[self.result_at])
-        values = [v if isinstance(v, (int, float, str)) or v is None else str(v) for v in row]
-        values = [("nan" if isinstance(v, float) and math.isnan(v) else v) for v in values]
-        values = [(str(v) if isinstance(v, float) and math.isinf(v) else v) for v in values]
-        if fill:
-            from openpyxl.cell import WriteOnlyCell
-            from openpyxl.styles import PatternFill
-
-            pattern = PatternFill("solid", fgColor=fill)
-            cells = []
-            for value in values:
-                cell = WriteOnlyCell(self._sheet, value=value)
-                cell.fill = pattern
-                cells.append(cell)
-            self._sheet.append(cells)
-        else:
-            self._sheet.append(values)
-        self._sheet_rows += 1
+        if self._book is not None:
+            self._book.write(row, row[self.result_at])
 
     def close(self) -> None:
         self._csv_file.close()
         if self._book is not None:
-            self._book.save(self.xlsx_path)
+            self._book.close()
             self._book = None
 
 

@@ -1,0 +1,153 @@
+"""A small streaming XLSX writer for big result tables (header frozen, whole rows filled).
+
+openpyxl needs ~20 µs per cell, minutes for a 100,000-entry compare; this
+writer streams the sheet XML straight into the zip (inline strings, two
+fills), about ten times faster. The files open in Excel, LibreOffice and
+openpyxl. NaN and infinities (not allowed as XLSX numbers) are written as
+text; control characters are dropped from strings.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from xml.sax.saxutils import escape
+
+MAX_ROWS = 1_048_576
+_ILLEGAL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+_CONTENT_TYPES = (
+    '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
+    '<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
+    '<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>'
+    '<Default Extension="xml" ContentType="application/xml"/>'
+    '<Override PartName="/xl/workbook.xml" '
+    'ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"/>'
+    '<Override PartName="/xl/styles.xml" '
+    'ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.styles+xml"/>'
+    '{sheets}</Types>')
+_SHEET_TYPE = ('<Override PartName="/xl/worksheets/sheet{n}.xml" '
+               'ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"/>')
+_ROOT_RELS = (
+    '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
+    '<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+    '<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/'
+    'officeDocument" Target="xl/workbook.xml"/></Relationships>')
+_WORKBOOK = (
+    '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
+    '<workbook xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" '
+    'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships">'
+    '<sheets>{sheets}</sheets></workbook>')
+_WORKBOOK_RELS = (
+    '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
+    '<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">{rels}'
+    '<Relationship Id="rIdStyles" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/'
+    'styles" Target="styles.xml"/></Relationships>')
+_STYLES = (
+    '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
+    '<styleSheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main">'
+    '<fonts count="2"><font><sz val="11"/><name val="Calibri"/></font>'
+    '<font><b/><sz val="11"/><name val="Calibri"/></font></fonts>'
+    '<fills count="{nfills}"><fill><patternFill patternType="none"/></fill>'
+    '<fill><patternFill patternType="gray125"/></fill>{fills}</fills>'
+    '<borders count="1"><border><left/><right/><top/><bottom/><diagonal/></border></borders>'
+    '<cellStyleXfs count="1"><xf numFmtId="0" fontId="0" fillId="0" borderId="0"/></cellStyleXfs>'
+    '<cellXfs count="{nxfs}"><xf numFmtId="0" fontId="0" fillId="0" borderId="0" xfId="0"/>'
+    '<xf numFmtId="0" fontId="1" fillId="0" borderId="0" xfId="0" applyFont="1"/>{xfs}</cellXfs>'
+    '<cellStyles count="1"><cellStyle name="Normal" xfId="0" builtinId="0"/></cellStyles>'
+    '</styleSheet>')
+_SHEET_HEAD = (
+    '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
+    '<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main">'
+    '<sheetViews><sheetView workbookViewId="0"><pane ySplit="1" topLeftCell="A2" activePane="bottomLeft" '
+    'state="frozen"/></sheetView></sheetViews><sheetData>')
+_SHEET_TAIL = "</sheetData></worksheet>"
+
+
+def column_letter(index: int) -> str:
+    """0 -> A, 25 -> Z, 26 -> AA."""
+    letters = ""
+    index += 1
+    while index:
+        index, rest = divmod(index - 1, 26)
+        letters = chr(65 + rest) + letters
+    return letters
+
+
+def _text(value: str) -> str:
+    value = escape(_ILLEGAL.sub("", value))
+    return f'<is><t xml:space="preserve">{value}</t></is>'
+
+
+class StreamingXlsx:
+    """Write rows to ``path`` sheet by sheet; ``fills`` maps a row tag to an RGB colour (``"FFC7CE"``)."""
+
+    def __init__(self, path: Path, header: Sequence[str], fills: dict[str, str], sheet_name: str = "compare_result",
+                 max_rows: int = MAX_ROWS) -> None:
+        self.path, self.header, self.sheet_name, self.max_rows = Path(path), list(header), sheet_name, max_rows
+        self.styles = {tag: i + 2 for i, tag in enumerate(fills)}  # xf 0 plain, 1 bold header
+        self.fills = list(fills.values())
+        self.letters = [column_letter(i) for i in range(len(self.header))]
+        self.zip = zipfile.ZipFile(self.path, "w", zipfile.ZIP_DEFLATED, compresslevel=1)
+        self.sheets = 0
+        self._stream = None
+        self._row = 0
+        self._new_sheet()
+
+    def _new_sheet(self) -> None:
+        if self._stream is not None:
+            self._stream.write(_SHEET_TAIL.encode())
+            self._stream.close()
+        self.sheets += 1
+        self._stream = self.zip.open(f"xl/worksheets/sheet{self.sheets}.xml", "w", force_zip64=True)
+        self._stream.write(_SHEET_HEAD.encode())
+        self._row = 0
+        self._write(self.header, 1)
+
+    def _write(self, values: Sequence[Any], style: int) -> None:
+        self._row += 1
+        r = self._row
+        s = f' s="{style}"' if style else ""
+        parts = [f'<row r="{r}">']
+        for letter, value in zip(self.letters, values):
+            if value is None:
+                continue
+            kind = type(value)
+            if kind is bool:
+                parts.append(f'<c r="{letter}{r}"{s} t="b"><v>{int(value)}</v></c>')
+            elif (kind is int or kind is float) and (kind is int or math.isfinite(value)):
+                parts.append(f'<c r="{letter}{r}"{s}><v>{value!r}</v></c>')
+            else:
+                parts.append(f'<c r="{letter}{r}"{s} t="inlineStr">{_text(str(value))}</c>')
+        parts.append("</row>")
+        self._stream.write("".join(parts).encode("utf-8"))
+
+    def write(self, values: Sequence[Any], tag: str | None = None) -> None:
+        """Append one row; ``tag`` (e.g. ``"error"``) picks its fill."""
+        if self._row >= self.max_rows:
+            self._new_sheet()
+        self._write(values, self.styles.get(tag, 0))
+
+    def close(self) -> None:
+        self._stream.write(_SHEET_TAIL.encode())
+        self._stream.close()
+        names = [self.sheet_name] + [f"{self.sheet_name}{n}" for n in range(2, self.sheets + 1)]
+        self.zip.writestr("[Content_Types].xml", _CONTENT_TYPES.format(
+            sheets="".join(_SHEET_TYPE.format(n=n) for n in range(1, self.sheets + 1))))
+        self.zip.writestr("_rels/.rels", _ROOT_RELS)
+        self.zip.writestr("xl/workbook.xml", _WORKBOOK.format(sheets="".join(
+            f'<sheet name="{escape(name)}" sheetId="{n}" r:id="rId{n}"/>' for n, name in enumerate(names, 1))))
+        self.zip.writestr("xl/_rels/workbook.xml.rels", _WORKBOOK_RELS.format(rels="".join(
+            f'<Relationship Id="rId{n}" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/'
+            f'worksheet" Target="worksheets/sheet{n}.xml"/>' for n in range(1, self.sheets + 1))))
+        fills = "".join(f'<fill><patternFill patternType="solid"><fgColor rgb="FF{rgb}"/><bgColor indexed="64"/>'
+                        f"</patternFill></fill>" for rgb in self.fills)
+        xfs = "".join(f'<xf numFmtId="0" fontId="0" fillId="{i + 2}" borderId="0" xfId="0" applyFill="1"/>'
+                      for i in range(len(self.fills)))
+        self.zip.writestr("xl/styles.xml", _STYLES.format(nfills=2 + len(self.fills), fills=fills,
+                                                          nxfs=2 + len(self.fills), xfs=xfs))
+        self.zip.close()
