@@ -1,10 +1,11 @@
 """One small network written twice — MindSpore and PyTorch — with identical weights, for cross-framework compare.
 
 ``blocks.{i}`` are pre-norm residual MLP blocks (``ln`` LayerNorm, ``fc1``
-Dense/Linear, ReLU, ``fc2`` mint.nn.Linear/Linear); ``head`` follows a mean
+Dense/Linear, sigmoid, ``fc2`` mint.nn.Linear/Linear); ``head`` follows a mean
 over the sequence. APIs are the twins the built-in name table pairs:
-``Mint.mean``/``Torch.mean``, ``MintFunctional.relu``/``Functional.relu``,
-``Tensor.__add__`` and ``Functional.cross_entropy``.
+``Mint.mean``/``Torch.mean``, ``Mint.sigmoid``/``Torch.sigmoid``,
+``Tensor.__add__``, and a loss ``(out * out).sum()`` (no keyword arguments on either side, so the
+recorded inputs of twin calls are alike).
 """
 
 from __future__ import annotations
@@ -17,15 +18,28 @@ from mindspore import mint, nn, ops
 D, H, C, BATCH, SEQ = 16, 32, 5, 4, 6
 
 
+class LayerNorm(nn.Cell):
+    """LayerNorm with PyTorch's parameter names (``nn.LayerNorm`` calls them gamma/beta)."""
+
+    def __init__(self, d: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.weight = ms.Parameter(ms.Tensor(np.ones(d, np.float32)), name="weight")
+        self.bias = ms.Parameter(ms.Tensor(np.zeros(d, np.float32)), name="bias")
+        self.layer_norm = ops.LayerNorm(begin_norm_axis=-1, begin_params_axis=-1, epsilon=eps)
+
+    def construct(self, x):
+        return self.layer_norm(x, self.weight, self.bias)[0]
+
+
 class MsBlock(nn.Cell):
     def __init__(self) -> None:
         super().__init__()
-        self.ln = nn.LayerNorm((D,), epsilon=1e-5)
+        self.ln = LayerNorm(D)
         self.fc1 = nn.Dense(D, H)
         self.fc2 = mint.nn.Linear(H, D)
 
     def construct(self, x):
-        return x + self.fc2(mint.nn.functional.relu(self.fc1(self.ln(x))))
+        return x + self.fc2(mint.sigmoid(self.fc1(self.ln(x))))
 
 
 class MsNet(nn.Cell):
@@ -48,7 +62,7 @@ class PtBlock(torch.nn.Module):
         self.fc2 = torch.nn.Linear(H, D)
 
     def forward(self, x):
-        return x + self.fc2(torch.nn.functional.relu(self.fc1(self.ln(x))))
+        return x + self.fc2(torch.sigmoid(self.fc1(self.ln(x))))
 
 
 class PtNet(torch.nn.Module):
@@ -63,9 +77,6 @@ class PtNet(torch.nn.Module):
         return self.head(torch.mean(x, dim=1))
 
 
-_MS_TO_PT_PARAM = {"gamma": "weight", "beta": "bias"}
-
-
 def twin_pair(seed: int = 0) -> tuple[MsNet, PtNet]:
     """A MindSpore net and a PyTorch net holding the same (seeded random) weights."""
     rng = np.random.default_rng(seed)
@@ -74,27 +85,27 @@ def twin_pair(seed: int = 0) -> tuple[MsNet, PtNet]:
     for param in ms_net.get_parameters():
         path, _, leaf = param.name.rpartition(".")
         value = rng.standard_normal(param.shape).astype(np.float32) * 0.3
-        if leaf == "gamma":
+        if path.endswith(".ln") and leaf == "weight":
             value = value + 1.0
         param.set_data(ms.Tensor(value))
         with torch.no_grad():
-            pt_params[f"{path}.{_MS_TO_PT_PARAM.get(leaf, leaf)}"].copy_(torch.from_numpy(value))
+            pt_params[param.name].copy_(torch.from_numpy(value))
     return ms_net, pt_net
 
 
-def batch(seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return (rng.standard_normal((BATCH, SEQ, D)).astype(np.float32),
-            rng.integers(0, C, BATCH).astype(np.int64))
+def batch(seed: int = 1) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((BATCH, SEQ, D)).astype(np.float32)
 
 
-def ms_train_step(net: MsNet, x: np.ndarray, y: np.ndarray) -> None:
+def ms_train_step(net: MsNet, x: np.ndarray) -> None:
     """Forward and backward (gradients w.r.t. every parameter) in PyNative."""
-    def loss(x, y):
-        return ops.cross_entropy(net(x), y)
+    def loss(x):
+        out = net(x)
+        return (out * out).sum()
 
-    ms.value_and_grad(loss, None, net.trainable_params())(ms.Tensor(x), ms.Tensor(y.astype(np.int32)))
+    ms.value_and_grad(loss, None, net.trainable_params())(ms.Tensor(x))
 
 
-def pt_train_step(net: PtNet, x: np.ndarray, y: np.ndarray) -> None:
-    torch.nn.functional.cross_entropy(net(torch.from_numpy(x)), torch.from_numpy(y)).backward()
+def pt_train_step(net: PtNet, x: np.ndarray) -> None:
+    out = net(torch.from_numpy(x))
+    (out * out).sum().backward()

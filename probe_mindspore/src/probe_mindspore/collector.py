@@ -27,6 +27,7 @@ from typing import Any
 import mindspore as ms
 from mindspore import nn, ops
 from mindspore.common import api as ms_api
+from mindspore.common import dtype as mstype
 from mindspore.ops.composite.base import _pynative_executor
 
 from probe_core.collect.calls import GradSlots
@@ -63,6 +64,7 @@ class MindSporeCollector(CollectorBase):
     framework = "mindspore"
     module_prefix = "Cell"
     param_grads_sorted = True
+    null_grads_for_inputs = True
 
     def __init__(self, config: Any, registry: Any, mode: Any, *, auto_step: bool = False) -> None:
         super().__init__(config, registry, mode, MindSporeTensorOps(), auto_step=auto_step, rank_fn=current_rank,
@@ -100,6 +102,12 @@ class MindSporeCollector(CollectorBase):
                     self._record_primitive(primitive, f"Primitive.{attr}.{primitive.name}")
 
     # -- backward plumbing ----------------------------------------------------------------
+
+    def needs_grad(self, tensor: Any) -> bool:
+        """A trainable parameter, or a tensor computed from one while gradients are recorded."""
+        if isinstance(tensor, ms.Parameter):
+            return bool(tensor.requires_grad) and tensor.dtype in mstype.float_type
+        return bool(tensor._has_auto_grad()) and tensor.dtype in mstype.float_type
 
     def grad_enabled(self) -> bool:
         return bool(_pynative_executor.grad_flag())

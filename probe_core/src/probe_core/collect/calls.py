@@ -84,20 +84,19 @@ class GradCatch:
     arrive.
     """
 
-    __slots__ = ("record", "name", "grad_outputs", "n_inputs", "no_grad_inputs", "done")
+    __slots__ = ("record", "name", "grad_outputs", "n_inputs", "done")
 
     def __init__(self, record: Callable[[str, list[Any], list[Any]], None], name: str, n_inputs: int) -> None:
         self.record = record
         self.name = name
         self.grad_outputs: list[Any] | None = None
         self.n_inputs = n_inputs
-        self.no_grad_inputs: list[Any] = []  # what the entry shows as input gradients when none is computed
         self.done = False
 
     def on_outputs(self, grads: Any) -> None:
         self.grad_outputs = list(grads)
         if self.n_inputs == 0:
-            self._finish(list(self.no_grad_inputs))
+            self._finish([])
 
     def on_inputs(self, grads: Any) -> None:
         self._finish(list(grads))

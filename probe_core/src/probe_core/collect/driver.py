@@ -36,7 +36,9 @@ class CollectorBase:
     framework: ClassVar[str] = ""
     module_prefix: ClassVar[str] = "Module"  # "Cell" for MindSpore
     param_grads_sorted: ClassVar[bool] = False  # parameters_grad keys by name (msprobe's MindSpore order)
-    null_grads_for_inputs: ClassVar[bool] = False  # inputs without gradient: [null, ...] (msprobe MindSpore) or []
+    #: A call whose inputs get no gradient: its backward entry shows ``[null, ...]`` as input gradients and is
+    #: written when the backward pass is over (msprobe's MindSpore layout), instead of ``[]`` at once.
+    null_grads_for_inputs: ClassVar[bool] = False
 
     def __init__(self, config: Any, registry: Any, mode: Any, ops: Any, *, auto_step: bool = False,
                  rank_fn: Callable[[], int] = lambda: 0, stack_skip_dirs: tuple[str, ...] = (),
@@ -331,8 +333,10 @@ class CollectorBase:
         needs = [self.needs_grad(t) for t in tensors]
         catch = GradCatch(self._record_backward, name, len(tensors))
         if not any(need is None or need for need in needs):
-            catch.n_inputs = 0
-            catch.no_grad_inputs = [None] * len(tensors) if self.null_grads_for_inputs else []
+            if self.null_grads_for_inputs and tensors:  # written as [null, ...] once the backward pass is over
+                self._open_catches.append(catch)
+            else:
+                catch.n_inputs = 0
             return args, kwargs, catch, None
         self._open_catches.append(catch)
 
