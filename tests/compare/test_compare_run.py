@@ -253,3 +253,13 @@ def test_multi_rank_roots_pair_by_rank(tmp_path):
     only = compare(tmp_path / "t", tmp_path / "b", tmp_path / "out1", ranks=[1])
     assert [r["label"] for r in only["ranks"]] == ["rank1_step0"]
     shutil.rmtree(tmp_path / "out1")
+
+
+def test_msprobe_mindspore_dump_against_itself(tmp_path):
+    summary = compare(MS, MS / "step0", tmp_path / "out", fuzzy=True)
+    data = json.loads((MS / "step0" / "dump.json").read_text())["data"]
+    assert summary["counts"] == {"pass": len(data), "warning": 0, "error": 0, "unmatched": 0}
+    assert summary["first_divergence"] is None
+    rows = read_csv(tmp_path / "out" / "compare_result_rank0_step0.csv")
+    assert any(r["NPU Name"].startswith("Cell.blocks.0.ln1.LayerNorm.forward.0.") for r in rows)
+    assert all(r["Requires_grad Consistent"] == "N/A" for r in rows)  # MindSpore dumps carry no requires_grad
