@@ -19,6 +19,7 @@ for step in range(3):
     x, y = torch.randn(4, 6), torch.randint(0, 3, (4,))
     logits = model(x)
     if behaviour == "hang" and step == 2:
+        time.sleep(0.5)  # let the writer thread journal the forward records
         print("READY", flush=True)
         time.sleep(60)
     loss = F.cross_entropy(logits, y)

@@ -127,6 +127,7 @@ class Collection:
         self._lock = threading.RLock()
         self._writer: ThreadPoolExecutor | None = None
         self._async = bool(config.async_dump)
+        self._errors: list[Exception] = []
         self._listen_record = registry.listens("probe_on_record") if registry is not None else False
         self._begin_step()
 
@@ -160,7 +161,8 @@ class Collection:
         return self.stopped or (last is not None and self.step > last)
 
     def end_step(self) -> None:
-        """Flush, write this step's files atomically, emit ``probe_on_step_end``, start the next step."""
+        """Flush and start the next step; the writer thread writes this step's files atomically, then emits
+        ``probe_on_step_end`` (``close()`` waits for it)."""
         with self._lock:
             self.flush()
             state = self._state
@@ -178,6 +180,8 @@ class Collection:
             if self._writer is not None:
                 self._writer.shutdown(wait=True)
                 self._writer = None
+            if self._errors:
+                raise self._errors[0]
             return self.summary
 
     def _finish_step(self, state: _StepState) -> None:
@@ -210,11 +214,16 @@ class Collection:
         return self._writer
 
     def _run(self, work: Callable[[], None]) -> None:
-        """Run file work on the writer thread (async_dump) or here."""
-        if self._async:
-            self._executor().submit(work)
-        else:
-            work()
+        """Run file work on the writer thread, in submission order; its first error is raised by close()."""
+        def guarded() -> None:
+            try:
+                work()
+            except Exception as exc:  # reported at close(); later batches still try to write
+                if not self._errors:
+                    self._errors.append(exc if isinstance(exc, CollectionError) else
+                                        CollectionError(f"writing the dump failed: {type(exc).__name__}: {exc}"))
+
+        self._executor().submit(guarded)
 
     # -- naming --------------------------------------------------------------------
 
@@ -370,11 +379,15 @@ class Collection:
             if begin is not None:
                 begin()
             state = self._state
-            self._run(lambda: self._write_batch(state, pending, records, handles))
+            if self._async:  # async_dump: even the statistics transfer happens off the training thread
+                self._run(lambda: self._write_batch(state, pending, records, self.ops.fetch_stats(handles)))
+            else:
+                values = self.ops.fetch_stats(handles)
+                self._run(lambda: self._write_batch(state, pending, records, values))
 
     def _write_batch(self, state: _StepState, pending: list[_Pending], records: list[dict[str, Any]],
-                     handles: list[Any]) -> None:
-        for record, stats in zip(records, self.ops.fetch_stats(handles)):
+                     values: list[Any]) -> None:
+        for record, stats in zip(records, values):
             if stats is not None:
                 record["Max"], record["Min"], record["Mean"], record["Norm"] = stats
         lines: list[str] = []
