@@ -43,8 +43,8 @@ def _block(i: int, counts: dict[str, int], rng: random.Random, scale: float, noi
     def api(op: str, parent: str | None, way: str = "forward") -> str:
         name = f"{op}.{counts[op]}.{way}"
         construct[name] = parent
-        data[name] = {"input_args": [_tensor(rng, [8, 64], scale, noise), _tensor(rng, [64, 64], 1.0, noise)], "input_kwargs": {},
-                      "output": [_tensor(rng, [8, 64], scale, noise)]}
+        data[name] = {"input_args": [_tensor(rng, [8, 64], scale, noise), _tensor(rng, [64, 64], 1.0, noise)],
+                      "input_kwargs": {}, "output": [_tensor(rng, [8, 64], scale, noise)]}
         return name
 
     def module(path: str, cls: str, parent: str | None, way: str = "forward") -> str:

@@ -29,15 +29,16 @@ def _leaves(node: Node) -> dict[str, TensorMeta]:
     return {leaf.name[cut:]: leaf for leaf in iter_leaves(node.name, node.entry)}
 
 
-def _shown(metrics: dict[str, Any]) -> dict[str, Any]:
-    shown: dict[str, Any] = {}
+def _shown(metrics: dict[str, Any]) -> dict[str, str]:
+    """The metrics as the viewer shows them: text, diffs renamed, relative errors in percent."""
+    shown: dict[str, str] = {}
     for column, value in metrics.items():
         if column in SHOWN_DIFF:
-            shown[SHOWN_DIFF[column]] = value
-        elif column in RELATIVE_COLUMNS and isinstance(value, float) and math.isfinite(value):
+            shown[SHOWN_DIFF[column]] = str(value)
+        elif column in RELATIVE_COLUMNS and value.__class__ is float and math.isfinite(value):
             shown[column] = f"{value * 100:.6g}%"
         else:
-            shown[column] = value
+            shown[column] = "null" if value is None else str(value)
     return shown
 
 
@@ -58,5 +59,5 @@ def judge_pair(target: Node, bench: Node, mode: str) -> tuple[str, dict[str, dic
     verdict = judge_entry(target.name, rows, rule_mode)
     for row in rows:
         if row.npu is not None and row.messages:
-            shown.setdefault(row.npu.name, {})["Result"] = row.result
+            shown.setdefault(row.npu.name, {})["Result"] = str(row.result)
     return verdict, shown

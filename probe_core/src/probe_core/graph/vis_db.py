@@ -12,7 +12,6 @@ temporary name and renamed into place when complete.
 from __future__ import annotations
 
 import json
-import math
 import os
 import sqlite3
 from collections.abc import Iterable, Sequence
@@ -50,38 +49,41 @@ INDEXES = {
 FILE_MODE, DIR_MODE = 0o640, 0o750
 
 
-def _text(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    return str(value)
-
-
 def format_value(value: dict[str, Any]) -> dict[str, str]:
     """One tensor/scalar description with every field as text (what the viewer displays)."""
-    shown = {key: _text(item) for key, item in value.items()}
-    if len(value) == 1 and value.get("value", 0) is None:
-        return shown
-    if "Max" not in value and "value" in value and isinstance(value["value"], (int, float)) \
-            and not isinstance(value["value"], bool):
-        scalar = _text(value["value"])
-        shown.update(Max=scalar, Min=scalar, Mean=scalar, Norm=scalar, dtype=f"<class {value.get('type')}>",
-                     shape="[]")
-    shown.setdefault("requires_grad", "null")
-    shown.setdefault("data_name", "-1")
+    shown = {key: str(item) for key, item in value.items()}  # str(): 'nan', 'inf', 'True', '[4, 8]'
+    if None in value.values():
+        shown.update({key: "null" for key, item in value.items() if item is None})
+    if "Max" not in value:
+        if len(value) == 1 and value.get("value", 0) is None:
+            return shown
+        scalar = value.get("value")
+        if isinstance(scalar, (int, float)) and not isinstance(scalar, bool):
+            text = shown["value"]
+            shown.update(Max=text, Min=text, Mean=text, Norm=text, dtype=f"<class {value.get('type')}>", shape="[]")
+    if "requires_grad" not in shown:
+        shown["requires_grad"] = "null"
+    if "data_name" not in shown:
+        shown["data_name"] = "-1"
     return shown
 
 
+_dumps = json.JSONEncoder(check_circular=False).encode
+
+
 def format_table(table: TensorTable, metrics: dict[str, dict[str, Any]] | None = None) -> str:
-    """The JSON text of a node's input or output column (with compare metrics merged in)."""
+    """The JSON text of a node's input or output column (with compare metrics, already text, merged in)."""
+    if not table:
+        return "{}"
     out: dict[str, dict[str, str]] = {}
     for key, value in table.items():
         shown = format_value(value)
-        if metrics and key in metrics:
-            shown.update({name: _text(item) for name, item in metrics[key].items()})
+        if metrics:
+            extra = metrics.get(key)
+            if extra:
+                shown.update(extra)
         out[key] = shown
-    return json.dumps(out)
+    return _dumps(out)
 
 
 @dataclass
@@ -96,14 +98,13 @@ def graph_rows(graph: Graph, metrics: dict[str, dict[str, dict[str, Any]]] | Non
     """Rows for ``tb_nodes`` and ``tb_stack``; ``metrics[node][tensor key]`` adds compare columns."""
     rows = GraphRows()
     graph_id = graph.graph_id
-    stack_ids: dict[str, str] = {}
+    stack_ids: dict[tuple[str, ...], str] = {}
     metrics = metrics or {}
     for order, node in enumerate(graph.walk()):
-        stack_text = json.dumps(list(node.stack))
-        stack_id = stack_ids.get(stack_text)
+        stack_id = stack_ids.get(node.stack)
         if stack_id is None:
-            stack_id = stack_ids[stack_text] = f"{graph_id}_{len(stack_ids)}"
-            rows.stacks.append((stack_id, stack_text))
+            stack_id = stack_ids[node.stack] = f"{graph_id}_{len(stack_ids)}"
+            rows.stacks.append((stack_id, json.dumps(list(node.stack))))
         matched = node.matched
         link = json.dumps(matched.ancestors() + [matched.name]) if matched is not None else "[]"
         node_metrics = metrics.get(node.name)
