@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import runpy
 import sys
 import traceback
@@ -31,7 +32,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", help="statistics, tensor or overflow_check (overrides the config)")
     parser.add_argument("--level", help="L0, L1 or mix (overrides the config)")
     parser.add_argument("--dump-path", dest="dump_path", metavar="PATH", help="where step folders go")
-    parser.add_argument("--framework", default=None, help="pytorch (default) or another installed collector")
+    parser.add_argument("--framework", default=None, help="pytorch or mindspore (default: from the script's imports)")
     parser.add_argument("script", help="the training script to run, unmodified")
     parser.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS", help="the script's arguments")
 
@@ -67,6 +68,21 @@ def run_script(script: Path, argv: list[str]) -> int:
         return 1
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
+
+
+_IMPORTS = {"mindspore": re.compile(r"^\s*(import|from)\s+mindspore\b", re.M),
+            "pytorch": re.compile(r"^\s*(import|from)\s+torch\b", re.M)}
+
+
+def guess_framework(script: Path) -> str:
+    """``mindspore`` for a script that imports mindspore and not torch, else ``pytorch`` (``--framework`` wins)."""
+    try:
+        source = script.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "pytorch"
+    if _IMPORTS["mindspore"].search(source) and not _IMPORTS["pytorch"].search(source):
+        return "mindspore"
+    return "pytorch"
 
 
 def _human(size: int) -> str:
@@ -117,7 +133,7 @@ def _run(args: argparse.Namespace) -> int:
         raise CollectionError(f"{script}: no such script; pass the path of the training script "
                               "(probe run [-c config.json] SCRIPT [ARGS...])")
     overrides = {"task": args.task, "level": args.level, "dump_path": args.dump_path}
-    framework = args.framework or "pytorch"
+    framework = args.framework or guess_framework(script)
     collector = build_collector(framework, args.config, auto_step=True, **overrides)
     collector.start(None)
     code = 1

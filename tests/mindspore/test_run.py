@@ -1,0 +1,88 @@
+"""``probe run`` on unmodified MindSpore scripts; GRAPH_MODE and ``@jit`` are refused or reported, never silent."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from .conftest import FIXTURE, read_json
+
+HERE = Path(__file__).resolve().parent
+PROBE = str(Path(sys.executable).parent / "probe")
+
+
+def _probe_run(tmp_path: Path, script: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([PROBE, "run", "--dump-path", str(tmp_path / "dump"), str(script), *args],
+                          capture_output=True, text=True, timeout=240, cwd=tmp_path)
+
+
+def _script(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "train.py"
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+@pytest.mark.slow
+def test_probe_run_dumps_each_optimizer_step(tmp_path):
+    proc = _probe_run(tmp_path, HERE / "ms_net.py", "2")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "steps written" in proc.stdout and "0-1" in proc.stdout
+    for step in (0, 1):
+        dump = read_json(tmp_path / "dump" / f"step{step}" / "rank0" / "dump.json")
+        assert dump["framework"] == "mindspore" and dump["level"] == "mix"
+        expected = [n.replace("Tensor.to.", "Tensor.astype.") for n in read_json(FIXTURE / "dump.json")["data"]]
+        assert list(dump["data"]) == expected  # the root net found by itself; optimizer calls are no entries
+
+
+def _graph_mode_script(tmp_path: Path, where: str) -> Path:
+    return _script(tmp_path, f"""
+        import mindspore as ms
+        import numpy as np
+        from mindspore import nn
+        ms.set_device("CPU")
+        {'ms.set_context(mode=ms.GRAPH_MODE)' if where == 'before' else ''}
+        from probe_mindspore import PrecisionDebugger
+        debugger = PrecisionDebugger(dump_path="dump", task="statistics", level="L0")
+        debugger.start()
+        {'ms.set_context(mode=ms.GRAPH_MODE)' if where == 'after' else ''}
+        nn.Dense(2, 2)(ms.Tensor(np.ones((1, 2), np.float32)))
+        debugger.stop()
+    """)
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_graph_mode_is_refused_with_a_clear_message(tmp_path, where):
+    proc = subprocess.run([sys.executable, str(_graph_mode_script(tmp_path, where))], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode != 0
+    assert "GRAPH_MODE" in proc.stderr and "PYNATIVE_MODE" in proc.stderr
+    assert not (tmp_path / "dump").exists() or not list((tmp_path / "dump").rglob("dump.json"))
+
+
+@pytest.mark.slow
+def test_jit_function_is_reported(tmp_path):
+    script = _script(tmp_path, """
+        import mindspore as ms
+        import numpy as np
+        from mindspore import mint, nn
+        ms.set_device("CPU")
+
+        dense = nn.Dense(3, 3)
+
+        @ms.jit
+        def compiled(x):
+            return dense(x) * 2
+
+        x = ms.Tensor(np.ones((2, 3), np.float32))
+        compiled(x)
+        mint.exp(dense(x))  # eager: recorded
+    """)
+    proc = _probe_run(tmp_path, script)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "compiled runs under @jit" in proc.stderr
+    data = read_json(tmp_path / "dump" / "step0" / "rank0" / "dump.json")["data"]
+    assert "Mint.exp.0.forward" in data and "Tensor.__mul__.0.forward" not in data
