@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import weakref
 from typing import Any
 
 from probe_core.collect.debugger import PrecisionDebuggerBase
@@ -10,13 +11,23 @@ from probe_core.collect.seeding import seed_python
 
 
 class PrecisionDebugger(PrecisionDebuggerBase):
-    """msprobe-compatible debugger for MindSpore (PyNative); a step's files are written at ``step()`` and at exit."""
+    """msprobe-compatible debugger for MindSpore (PyNative); a step's files are written at ``step()``,
+    and the step in progress at interpreter exit once the debugger has started."""
 
     framework = "mindspore"
 
-    def __init__(self, config_path: Any = None, **overrides: Any) -> None:
-        super().__init__(config_path, **overrides)
-        atexit.register(self.close)
+    def start(self, model: Any = None) -> None:
+        _started.add(self)
+        super().start(model)
+
+
+_started: weakref.WeakSet[PrecisionDebugger] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_started() -> None:
+    for debugger in list(_started):
+        debugger.close()
 
 
 def seed_all(seed: int = 1234, mode: bool = False, rm_dropout: bool = True) -> None:

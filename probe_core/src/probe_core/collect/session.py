@@ -223,7 +223,10 @@ class Collection:
                     self._errors.append(exc if isinstance(exc, CollectionError) else
                                         CollectionError(f"writing the dump failed: {type(exc).__name__}: {exc}"))
 
-        self._executor().submit(guarded)
+        try:
+            self._executor().submit(guarded)
+        except RuntimeError:  # interpreter exit (an atexit close): the pool takes no more work, its queue is done
+            guarded()
 
     # -- naming --------------------------------------------------------------------
 
