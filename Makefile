@@ -1,4 +1,4 @@
-# make demo : build .venv, install every distribution editable + torch==2.13.0 (CPU), run the demo
+# make demo : build .venv, install every distribution editable + torch==2.13.0 (CPU) + mindspore==2.10.0, run the demo
 # make test : same install, then the test suite
 PYTHON ?= python3
 VENV   ?= .venv
@@ -6,9 +6,11 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
 STAMP  := $(VENV)/.probe-installed
 
+# torch and mindspore share one environment (and one process in the cross-framework tests); mindspore 2.x
+# needs numpy<2, pinned in the framework install step and in requirements-dev.txt.
 # Every distribution of this repository, installed editable in one pip call so local ones satisfy
 # each other's dependencies.
-DISTS := probe_core plugins/modes plugins/config_check plugins/parallel_merge probe_torch
+DISTS := probe_core plugins/modes plugins/config_check plugins/parallel_merge probe_torch probe_mindspore
 
 .PHONY: demo test install clean
 
@@ -17,7 +19,7 @@ install: $(STAMP)
 $(STAMP): Makefile requirements-dev.txt $(wildcard */pyproject.toml plugins/*/pyproject.toml)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip setuptools wheel
-	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q torch==2.13.0 mindspore==2.10.0 "numpy<2"
 	$(PIP) install -q -r requirements-dev.txt
 	$(PIP) install -q --no-build-isolation $(foreach d,$(DISTS),-e $(d))
 	touch $(STAMP)
