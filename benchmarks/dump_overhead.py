@@ -101,6 +101,9 @@ def _step(model, optimizer, x, y, debugger=None) -> float:
     if debugger is not None:
         debugger.stop()
         debugger.step()
+        session = getattr(debugger, "session", None)
+        if session is not None:
+            session.wait()  # the writer thread's work counts in this step, not in the next mode's
     return time.perf_counter() - start
 
 

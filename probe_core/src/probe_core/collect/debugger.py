@@ -37,13 +37,17 @@ def load_mode(config: ProbeConfig, registry: Any) -> Any:
     return spec.load()
 
 
-def build_collector(framework: str, config_path: Any = None, *, auto_step: bool = False,
+def build_collector(framework: str | None, config_path: Any = None, *, auto_step: bool = False,
                     **overrides: Any) -> Any:
-    """Validate the config, check the dump path, load the collector and data mode; nothing is written yet."""
-    overrides.setdefault("framework", framework)
+    """Validate the config, check the dump path, load the collector and data mode; nothing is written yet.
+
+    ``framework`` ``None`` means the config's ``framework`` key, else ``pytorch``.
+    """
+    if framework:
+        overrides.setdefault("framework", framework)
     config, registry = load_config(config_path, **overrides)
     check_dump_path(config.dump_path)
-    spec = registry.collector_for(framework)
+    spec = registry.collector_for(config.framework or framework or "pytorch")
     collector_class = spec.load()
     return collector_class(config, registry, load_mode(config, registry), auto_step=auto_step)
 

@@ -184,6 +184,11 @@ class Collection:
                 raise self._errors[0]
             return self.summary
 
+    def wait(self) -> None:
+        """Block until the writer thread has written everything submitted so far."""
+        if self._writer is not None:
+            self._writer.submit(lambda: None).result()
+
     def _finish_step(self, state: _StepState) -> None:
         for future in state.saves:
             future.result()
