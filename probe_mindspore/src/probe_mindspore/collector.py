@@ -131,7 +131,7 @@ class MindSporeCollector(CollectorBase):
     def install_hooks(self) -> None:
         if self.session.with_modules:
             self.patch(nn.Cell, "__call__", self._cell_call_wrapper(nn.Cell.__call__))
-        elif self.auto_step:
+        else:  # L1: optimizer updates are no entries either (and end the step under probe run)
             self.patch(nn.Optimizer, "__call__", self._optimizer_wrapper(nn.Optimizer.__call__))
         if self.session.with_apis:
             for module, attr, api in namespace_functions():
