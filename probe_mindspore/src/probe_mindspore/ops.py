@@ -2,7 +2,9 @@
 
 Statistics are computed on the host with numpy — never with ``mint`` ops, some
 of which (``mint.norm``, ``mint.linalg.vector_norm``, ...) have no CPU kernel —
-as soon as a tensor is encoded, so later in-place changes cannot touch them.
+as soon as a tensor is encoded, so later in-place changes cannot touch them; a
+tensor seen again in the same batch reuses them (the cache is dropped at each
+flush and before each in-place call).
 bfloat16 has no numpy type: its statistics go through float32 (exact), and its
 raw bytes (md5 mode) are the upper halves of the float32 words, i.e. the very
 bytes the tensor holds, as the PyTorch side hashes them.
@@ -56,10 +58,23 @@ class MindSporeTensorOps:
         """MindSpore tensors carry no such flag (PyNative decides at the grad call): unknown."""
         return None
 
+    def __init__(self) -> None:
+        self._seen: dict[int, tuple[ms.Tensor, Any]] = {}
+
+    def new_batch(self) -> None:
+        """Forget cached statistics (each flush, and before every in-place call)."""
+        self._seen = {}
+
     def stats(self, tensor: ms.Tensor) -> Any:
-        if tensor.dtype == mstype.complex64 or tensor.dtype == mstype.complex128:
-            return None
-        return host_stats(to_numpy(tensor))
+        """Host statistics, computed once per tensor object and batch (a call's output is the next one's input)."""
+        hit = self._seen.get(id(tensor))
+        if hit is not None and hit[0] is tensor:
+            return hit[1]
+        result = None
+        if tensor.dtype not in (mstype.complex64, mstype.complex128):
+            result = host_stats(to_numpy(tensor))
+        self._seen[id(tensor)] = (tensor, result)
+        return result
 
     def fetch_stats(self, handles: list[Any]) -> list[tuple[Any, Any, Any, Any] | None]:
         return list(handles)  # computed at encode time already

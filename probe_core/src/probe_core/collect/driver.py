@@ -250,7 +250,10 @@ class CollectorBase:
             sid = session.capture_stack(2)
             entry = session.encode_inputs(name, args, kwargs)
             catch = originals = None
-            if session.wants_backward(name) and not is_inplace(api, kwargs) and self.grad_enabled():
+            inplace = is_inplace(api, kwargs)
+            if inplace and hasattr(self.ops, "new_batch"):
+                self.ops.new_batch()  # cached statistics of the tensors it changes would go stale
+            if session.wants_backward(name) and not inplace and self.grad_enabled():
                 args, kwargs, catch, originals = self._catch_inputs(name, args, kwargs)
             output = func(*args, **kwargs)
             if originals and any(t is w for t in output_tensors(output, self.ops.is_tensor) for w in originals):

@@ -175,8 +175,8 @@ class Collection:
         with self._lock:
             self.flush()
             state = self._state
-            if state.entries or state.records.debug:
-                self._run(lambda: self._finish_step(state))
+            # always queued: the batch just flushed is counted on the writer thread, and an empty step writes nothing
+            self._run(lambda: self._finish_step(state))
             if self._writer is not None:
                 self._writer.shutdown(wait=True)
                 self._writer = None

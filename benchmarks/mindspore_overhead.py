@@ -1,0 +1,48 @@
+"""MindSpore collection overhead: train steps of the msprobe-fixture network with and without probe.
+
+Run: ``.venv/bin/python benchmarks/mindspore_overhead.py [STEPS]``. Prints seconds per step for the plain
+run and for statistics at L0, L1 and mix, and each ratio to the plain run, all measured in this one process.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "mindspore"))
+
+import mindspore as ms  # noqa: E402
+import ms_net  # noqa: E402
+
+from probe_mindspore import PrecisionDebugger  # noqa: E402
+
+
+def per_step(steps: int, level: str | None) -> float:
+    ms.set_seed(0)
+    net = ms_net.Net()
+    ms_net.train(net, 1)  # warm-up (kernel selection, parameter init)
+    with tempfile.TemporaryDirectory() as out:
+        debugger = None
+        if level is not None:
+            debugger = PrecisionDebugger(dump_path=out, task="statistics", level=level)
+            debugger.start(net)
+        start = time.perf_counter()
+        ms_net.train(net, steps, on_step=debugger.step if debugger else None)
+        if debugger is not None:
+            debugger.close()
+        return (time.perf_counter() - start) / steps
+
+
+def main() -> None:
+    steps = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    plain = per_step(steps, None)
+    print(f"plain           {plain * 1000:8.1f} ms/step")
+    for level in ("L0", "L1", "mix"):
+        seconds = per_step(steps, level)
+        print(f"statistics {level:4} {seconds * 1000:8.1f} ms/step  ({seconds / plain:5.1f}x plain)")
+
+
+if __name__ == "__main__":
+    main()
