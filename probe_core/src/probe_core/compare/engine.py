@@ -9,19 +9,21 @@ stream to the CSV/XLSX writers.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import warnings
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from probe_core.compare import output
 from probe_core.compare.comparator import LeafPair, LoadedComparator, known_modes, load_comparators
 from probe_core.compare.mapping import NameMap, builtin_map, load_mapping
-from probe_core.compare.match import Match, match_entries
+from probe_core.compare.match import Match, Matcher, match_entries
 from probe_core.compare.rules import ERROR, PASS, UNMATCHED, WARNING, RowResult, io_differences, judge_entry
 from probe_core.dump import DumpEntry, RankDump, TensorMeta, discover
 from probe_core.errors import CompareError, PluginError, ProbeError
@@ -134,42 +136,50 @@ def compare_entry(npu: DumpEntry | None, bench: DumpEntry | None, mode: str,
 # -- rows -------------------------------------------------------------------------------
 
 
-def _side(leaf: TensorMeta | None) -> tuple:
-    if leaf is None:
-        return (None,) * 8
-    shape = leaf.shape if leaf.shape is not None else None
-    return (leaf.name, leaf.dtype, shape, leaf.requires_grad, leaf.max, leaf.min, leaf.mean, leaf.norm)
+@lru_cache(maxsize=8)
+def _layout(columns: tuple[str, ...]) -> tuple[tuple[str, ...], bool, bool, tuple[str, ...]]:
+    """Split :func:`output.header`'s columns into (metric columns, has statistics, has Data_name, extras)."""
+    metrics_end = columns.index("NPU max") if "NPU max" in columns else columns.index("Requires_grad Consistent")
+    tail = columns.index(output.STACK) + 1
+    has_data_name = tail < len(columns) and columns[tail] == output.DATA_NAME
+    return (columns[len(output.BASIC_INFO):metrics_end], "NPU max" in columns, has_data_name,
+            columns[tail + has_data_name:])
 
 
 def render_rows(outcome: EntryOutcome, columns: Sequence[str], percent: frozenset[str]) -> Iterator[list[Any]]:
     """The CSV/XLSX rows of one entry, values in ``columns`` order (``N/A`` for missing values)."""
+    metric_cols, has_stats, has_data_name, extra_cols = _layout(tuple(columns))
     stack_entry = outcome.npu_entry or outcome.bench_entry
     stack = str(list(stack_entry.stack)) if stack_entry is not None and stack_entry.stack else None
-    special = [(i, col in percent) for i, col in enumerate(columns)
-               if col in percent or col in ("NPU Tensor Shape", "Bench Tensor Shape")]
-    has_data_name = output.DATA_NAME in columns
     na = output.NA
     for i, row in enumerate(outcome.rows):
-        n_name, n_dtype, n_shape, n_grad, *n_stats = _side(row.npu)
-        b_name, b_dtype, b_shape, b_grad, *b_stats = _side(row.bench)
-        consistent = None if n_grad is None or b_grad is None else n_grad == b_grad
-        cells: dict[str, Any] = {
-            "NPU Name": n_name, "Bench Name": b_name, "NPU Dtype": n_dtype, "Bench Dtype": b_dtype,
-            "NPU Tensor Shape": n_shape, "Bench Tensor Shape": b_shape,
-            "NPU Requires_grad": n_grad, "Bench Requires_grad": b_grad,
-            "NPU max": n_stats[0], "NPU min": n_stats[1], "NPU mean": n_stats[2], "NPU l2norm": n_stats[3],
-            "Bench max": b_stats[0], "Bench min": b_stats[1], "Bench mean": b_stats[2], "Bench l2norm": b_stats[3],
-            "Requires_grad Consistent": consistent, "Result": row.result, "Err_message": row.err_message or None,
-            output.STACK: stack if i == 0 else None,
-        }
+        npu, bench, metrics = row.npu, row.bench, row.metrics
+        n_grad = npu.requires_grad if npu is not None else None
+        b_grad = bench.requires_grad if bench is not None else None
+        values = [
+            npu.name if npu is not None else None, bench.name if bench is not None else None,
+            npu.dtype if npu is not None else None, bench.dtype if bench is not None else None,
+            str(list(npu.shape)) if npu is not None and npu.shape is not None else None,
+            str(list(bench.shape)) if bench is not None and bench.shape is not None else None,
+            n_grad, b_grad,
+        ]
+        for col in metric_cols:
+            value = metrics.get(col)
+            if col in percent and type(value) is float:
+                value = "0%" if value == 0.0 else output.format_value(value, True)
+            values.append(value)
+        if has_stats:
+            values += npu.stats if npu is not None else (None,) * 4
+            values += bench.stats if bench is not None else (None,) * 4
+        values += (None if n_grad is None or b_grad is None else n_grad == b_grad, row.result,
+                   row.err_message or None, stack if i == 0 else None)
         if has_data_name:
-            names = [leaf.data_name if leaf is not None else None for leaf in (row.npu, row.bench)]
-            cells[output.DATA_NAME] = str([n or "-1" for n in names])
-        cells.update(row.metrics)
-        values = [na if (v := cells.get(col)) is None else v for col in columns]
-        for at, pct in special:
-            values[at] = output.format_value(values[at], pct)
-        yield values
+            names = [leaf.data_name if leaf is not None else None for leaf in (npu, bench)]
+            values.append(str([n or "-1" for n in names]))
+        for col in extra_cols:
+            value = metrics.get(col)
+            values.append(output.format_value(value, True) if col in percent and type(value) is float else value)
+        yield [na if v is None else v for v in values]
 
 
 # -- first divergence ------------------------------------------------------------------------
@@ -224,22 +234,33 @@ class DivergenceTracker:
 _WORKER: dict[str, Any] = {}
 
 
+def _finish(npu: DumpEntry | None, bench: DumpEntry | None) -> EntryOutcome:
+    """Compare one entry pair and render its rows; the outcome keeps plain rows, not objects."""
+    outcome = compare_entry(npu, bench, _WORKER["mode"], _WORKER["comparators"], _WORKER["lenient"])
+    outcome.rendered = list(render_rows(outcome, _WORKER["columns"], _WORKER["percent"]))
+    outcome.row_results = [row.result for row in outcome.rows]
+    outcome.rows = []
+    outcome.npu_entry = _light(outcome.npu_entry)
+    outcome.bench_entry = _light(outcome.bench_entry)
+    return outcome
+
+
 def _compare_chunk(chunk: Sequence[Match]) -> list[EntryOutcome]:
     target: RankDump = _WORKER["target"]
     bench: RankDump = _WORKER["bench"]
-    outcomes = []
-    for match in chunk:
-        npu = target.load(match.target) if match.target is not None else None
-        ref = bench.load(match.bench) if match.bench is not None else None
-        outcome = compare_entry(npu, ref, _WORKER["mode"], _WORKER["comparators"], _WORKER["lenient"])
-        # render here (in the worker) and send back plain rows, not objects
-        outcome.rendered = list(render_rows(outcome, _WORKER["columns"], _WORKER["percent"]))
-        outcome.row_results = [row.result for row in outcome.rows]
-        outcome.rows = []
-        outcome.npu_entry = _light(outcome.npu_entry)
-        outcome.bench_entry = _light(outcome.bench_entry)
-        outcomes.append(outcome)
-    return outcomes
+    return [_finish(target.load(m.target) if m.target is not None else None,
+                    bench.load(m.bench) if m.bench is not None else None) for m in chunk]
+
+
+def _stream_outcomes(matcher: Matcher) -> Iterator[EntryOutcome]:
+    """One process: stream the target once, fetch each bench partner by its byte span."""
+    target: RankDump = _WORKER["target"]
+    bench: RankDump = _WORKER["bench"]
+    for entry in target.entries():
+        ref = matcher.match(entry.name)
+        yield _finish(entry, bench.load(ref) if ref is not None else None)
+    for ref in matcher.unmatched_bench():
+        yield _finish(None, bench.load(ref))
 
 
 def _light(entry: DumpEntry | None) -> DumpEntry | None:
@@ -316,19 +337,29 @@ def compare_ranks(target: RankDump, bench: RankDump, registry, options: CompareO
     """Compare one target rank dump with one bench rank dump; write its CSV/XLSX; return its summary."""
     mode = detect_mode(target, bench)
     name_map = name_map_for(target, bench, options.mapping)
-    target_refs, bench_refs = target.index(), bench.index()
-    for dump, refs, side in ((target, target_refs, "target"), (bench, bench_refs, "bench")):
-        if not refs:
+    for dump, side in ((target, "target"), (bench, "bench")):
+        if not dump.has_entries:
             raise CompareError(f"the {side} dump {dump.dump_file} has no entries (\"data\" is empty): "
                                f"nothing was collected; check the dump's scope/list/level and step filters")
     comparators = load_comparators(registry, mode)
     if not comparators:
         raise CompareError(f"no comparator for {mode} dumps is installed (comparators for: "
                            f"{', '.join(known_modes(registry)) or 'none'}); pip install probe-modes")
-    matches = match_entries(target_refs, bench_refs, target_parents=target.construct, bench_parents=bench.construct,
-                            fuzzy=options.fuzzy, name_map=name_map)
+    bench_refs = bench.index()
+    if options.workers > 1:
+        matches = match_entries(target.index(), bench_refs, target_parents=target.construct,
+                                bench_parents=bench.construct, fuzzy=options.fuzzy, name_map=name_map)
+        outcomes = _iter_outcomes(matches, options.workers)
+        total = len(matches)
+    else:
+        matcher = Matcher(bench_refs, bench_parents=bench.construct, target_parents=target.construct,
+                          target_names=target.construct if name_map is not None else (), fuzzy=options.fuzzy,
+                          name_map=name_map)
+        outcomes = _stream_outcomes(matcher)
+        total = len(bench_refs)  # an estimate: the target is streamed
     if on_total:
-        on_total(len(matches))
+        on_total(total)
+    gc.freeze()  # the indexes live to the end: keep the collector from walking them again and again
     columns = output.header(mode, comparators)
     percent = frozenset(c for comp in comparators for c in comp.percent_columns)
     label = _label(target)
@@ -340,7 +371,7 @@ def compare_ranks(target: RankDump, bench: RankDump, registry, options: CompareO
     _WORKER.update(target=target, bench=bench, mode=mode, comparators=comparators, lenient=options.lenient,
                    columns=columns, percent=percent)
     try:
-        for outcome in _iter_outcomes(matches, options.workers):
+        for outcome in outcomes:
             counts[outcome.result] += 1
             for result in outcome.row_results:
                 row_counts[result] += 1
@@ -352,6 +383,7 @@ def compare_ranks(target: RankDump, bench: RankDump, registry, options: CompareO
             if advance:
                 advance(1)
     finally:
+        gc.unfreeze()
         writer.close()
         _WORKER.clear()
         target.close()

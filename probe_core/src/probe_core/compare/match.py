@@ -16,7 +16,7 @@ Only names are used: matching never loads entry values.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from probe_core.compare.mapping import NameMap
@@ -33,15 +33,18 @@ class Match:
 
 
 class _Keyer:
-    """Computes match keys for the entries of one side."""
+    """Computes match keys for the entries of one side, one name at a time in execution order."""
 
-    def __init__(self, refs: Sequence[EntryRef], parents: dict, name_map: NameMap | None, drop_class: bool) -> None:
-        self.refs, self.parents, self.map, self.drop_class = refs, parents, name_map, drop_class
-        self.class_of = {}
-        for ref in refs:
-            parsed = parse_entry_name(ref.name)
-            if parsed.kind == "module":
-                self.class_of.setdefault(parsed.module_path, parsed.module_class)
+    def __init__(self, names: Iterable[str], parents: dict, name_map: NameMap | None, drop_class: bool,
+                 fuzzy: bool) -> None:
+        self.parents, self.map, self.drop_class, self.fuzzy = parents, name_map, drop_class, fuzzy
+        self.class_of: dict[str, str] = {}
+        if name_map is not None:  # module classes by path, for the class-keyed layer map
+            for name in names:
+                parsed = parse_entry_name(name)
+                if parsed.kind == "module":
+                    self.class_of.setdefault(parsed.module_path, parsed.module_class)
+        self.seen: dict[tuple, int] = defaultdict(int)
 
     def base(self, name: str) -> tuple[str, str, str, int]:
         """(kind, renamed base, direction, count) of one name."""
@@ -58,51 +61,60 @@ class _Keyer:
             base = self.map.api_base(base)
         return parsed.kind, base, parsed.direction, parsed.count
 
-    def exact_keys(self) -> list[tuple]:
-        seen: dict[tuple, int] = defaultdict(int)
-        keys = []
-        for ref in self.refs:
-            kind, base, direction, count = self.base(ref.name)
-            if direction == "backward":
-                count = seen[(kind, base)]
-                seen[(kind, base)] += 1
-            keys.append((kind, base, direction, count))
-        return keys
-
-    def fuzzy_keys(self) -> list[tuple]:
-        seen: dict[tuple, int] = defaultdict(int)
-        keys = []
-        for ref in self.refs:
-            kind, base, direction, _ = self.base(ref.name)
-            parent = self.parents.get(ref.name)
+    def key(self, name: str) -> tuple:
+        """The match key of the next entry (call in execution order: counts are kept per side)."""
+        kind, base, direction, count = self.base(name)
+        if self.fuzzy:
+            parent = self.parents.get(name)
             parent_key = self.base(parent)[:3] + (parse_entry_name(parent).count,) if parent else None
             group = (parent_key, kind, base, direction)
-            keys.append(group + (seen[group],))
-            seen[group] += 1
-        return keys
+            ordinal = self.seen[group]
+            self.seen[group] += 1
+            return group + (ordinal,)
+        if direction == "backward":
+            count = self.seen[(kind, base)]
+            self.seen[(kind, base)] += 1
+        return (kind, base, direction, count)
+
+
+class Matcher:
+    """Matches target entries, fed one by one in execution order, against an indexed bench dump.
+
+    ``target_names`` is needed only with a layer map (module classes by
+    path); construct.json's keys are enough.
+    """
+
+    def __init__(self, bench: Sequence[EntryRef], *, bench_parents: dict | None = None,
+                 target_parents: dict | None = None, target_names: Iterable[str] = (), fuzzy: bool = False,
+                 name_map: NameMap | None = None) -> None:
+        active = name_map is not None and name_map.active
+        self.bench = bench
+        self.target_keyer = _Keyer(target_names, target_parents or {}, name_map if active else None, active, fuzzy)
+        bench_keyer = _Keyer((), bench_parents or {}, None, active, fuzzy)
+        self.by_key: dict[tuple, EntryRef] = {}
+        for ref in bench:
+            self.by_key.setdefault(bench_keyer.key(ref.name), ref)
+        self.used: set[int] = set()
+
+    def match(self, name: str) -> EntryRef | None:
+        """The bench entry for the next target entry ``name``, or ``None``."""
+        other = self.by_key.get(self.target_keyer.key(name))
+        if other is None or other.index in self.used:
+            return None
+        self.used.add(other.index)
+        return other
+
+    def unmatched_bench(self) -> list[EntryRef]:
+        """Bench entries no target entry took, in bench order."""
+        return [ref for ref in self.bench if ref.index not in self.used]
 
 
 def match_entries(target: Sequence[EntryRef], bench: Sequence[EntryRef], *, target_parents: dict | None = None,
                   bench_parents: dict | None = None, fuzzy: bool = False,
                   name_map: NameMap | None = None) -> list[Match]:
     """Pair target and bench entries; target order first, then bench-only entries in bench order."""
-    active = name_map is not None and name_map.active
-    target_keyer = _Keyer(target, target_parents or {}, name_map if active else None, active)
-    bench_keyer = _Keyer(bench, bench_parents or {}, None, active)
-    if fuzzy:
-        target_keys, bench_keys = target_keyer.fuzzy_keys(), bench_keyer.fuzzy_keys()
-    else:
-        target_keys, bench_keys = target_keyer.exact_keys(), bench_keyer.exact_keys()
-    by_key = {}
-    for ref, key in zip(bench, bench_keys):
-        by_key.setdefault(key, ref)
-    matches, used = [], set()
-    for ref, key in zip(target, target_keys):
-        other = by_key.get(key)
-        if other is not None and other.index not in used:
-            used.add(other.index)
-            matches.append(Match(ref, other))
-        else:
-            matches.append(Match(ref, None))
-    matches.extend(Match(None, ref) for ref in bench if ref.index not in used)
+    matcher = Matcher(bench, bench_parents=bench_parents, target_parents=target_parents,
+                      target_names=[ref.name for ref in target], fuzzy=fuzzy, name_map=name_map)
+    matches = [Match(ref, matcher.match(ref.name)) for ref in target]
+    matches.extend(Match(None, ref) for ref in matcher.unmatched_bench())
     return matches

@@ -40,9 +40,15 @@ def statistics_metrics(npu: TensorMeta, bench: TensorMeta) -> dict[str, Any]:
     """Diffs (target - bench) and relative errors of Max, Min, Mean, Norm; ``N/A`` where not numbers."""
     out: dict[str, Any] = {}
     for diff_col, rel_col, a, b in zip(DIFF_COLUMNS, RELATIVE_COLUMNS, npu.stats, bench.stats):
-        x, y = as_float(a), as_float(b)
-        if x is None or y is None:
-            out[diff_col] = out[rel_col] = NA
+        if type(a) is float and type(b) is float:  # the common case
+            x, y = a, b
+        else:
+            x, y = as_float(a), as_float(b)
+            if x is None or y is None:
+                out[diff_col] = out[rel_col] = NA
+                continue
+        if x == y:
+            out[diff_col] = out[rel_col] = 0.0
             continue
         out[diff_col] = x - y if not (math.isinf(x) and x == y) else 0.0
         out[rel_col] = relative_error(x, y)

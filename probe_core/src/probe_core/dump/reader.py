@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from probe_core.dump.jsonstream import JsonStreamError, Member, iter_object, read_span
-from probe_core.dump.leaves import TensorMeta, iter_leaves
+from probe_core.dump.leaves import TensorMeta, leaves_of
 from probe_core.dump.names import EntryName, parse_entry_name
 from probe_core.errors import DumpError
 
@@ -63,7 +63,7 @@ class DumpEntry:
     def leaves(self) -> list[TensorMeta]:
         """Tensors and scalars of this entry, one per compare row, in msprobe's row order."""
         try:
-            return list(iter_leaves(self.name, self.data))
+            return leaves_of(self.name, self.data)
         except ValueError as exc:
             where = self.dump.dump_file if self.dump else "dump.json"
             raise DumpError(f"{where}: entry {self.name!r}: {exc}") from None
@@ -90,6 +90,7 @@ class RankDump:
         self.folder = self.dump_file.parent
         self.step, self.rank, self.lenient = step, rank, lenient
         self._handle = None
+        self._has_entries = True
 
     def __repr__(self) -> str:
         return f"RankDump({str(self.dump_file)!r}, step={self.step}, rank={self.rank})"
@@ -116,6 +117,7 @@ class RankDump:
         stream = iter_object(self.dump_file, "data", header)
         try:
             first = next(stream, None)
+            self._has_entries = first is not None
             if first is None:
                 self._check_has_data(header)
             elif not {"task", "framework"} <= header.keys():
@@ -132,6 +134,12 @@ class RankDump:
         if "data" in header and not isinstance(header["data"], dict):
             raise DumpError(f'{self.dump_file}: "data" must be an object of entries, '
                             f"got {type(header['data']).__name__}; is this a dump.json?")
+
+    @property
+    def has_entries(self) -> bool:
+        """False when ``data`` is empty (cheap: reads up to the first entry)."""
+        self.header  # noqa: B018 (reads up to the first entry)
+        return self._has_entries
 
     @property
     def framework(self) -> str:
