@@ -80,3 +80,9 @@ def test_optimizer_updates_are_no_entries_at_l1(tmp_path):
     names = list(read_json(rank / "dump.json")["data"])
     assert "Mint.mean.0.forward" in names and "Functional.cross_entropy.0.backward" in names
     assert not any("assign" in n or "sgd" in n.lower() for n in names)
+
+
+def test_rank_folder_follows_the_launchers_rank_id(tmp_path, monkeypatch):
+    monkeypatch.setenv("RANK_ID", "3")
+    rank = dump_ms(tmp_path, lambda: mint.exp(ms.Tensor(np.zeros(2, np.float32))), level="L1")
+    assert rank.parent.joinpath("rank3", "dump.json").is_file() and not rank.exists()
