@@ -86,3 +86,27 @@ def test_rank_folder_follows_the_launchers_rank_id(tmp_path, monkeypatch):
     monkeypatch.setenv("RANK_ID", "3")
     rank = dump_ms(tmp_path, lambda: mint.exp(ms.Tensor(np.zeros(2, np.float32))), level="L1")
     assert rank.parent.joinpath("rank3", "dump.json").is_file() and not rank.exists()
+
+
+def test_a_cell_that_raises_is_no_entry_and_nesting_recovers(tmp_path):
+    class Boom(nn.Cell):
+        def construct(self, x):
+            raise ValueError("boom")
+
+    class Outer(nn.Cell):
+        def __init__(self) -> None:
+            super().__init__()
+            self.boom = Boom()
+            self.dense = nn.Dense(2, 2)
+
+        def construct(self, x):
+            try:
+                self.boom(x)
+            except ValueError:
+                pass
+            return self.dense(x)
+
+    net = Outer()
+    rank = dump_ms(tmp_path, lambda: net(ms.Tensor(np.ones((1, 2), np.float32))), model=net, level="L0")
+    assert list(read_json(rank / "dump.json")["data"]) == ["Cell.dense.Dense.forward.0"]
+    assert read_json(rank / "construct.json") == {"Cell.dense.Dense.forward.0": None}

@@ -87,10 +87,7 @@ class MindSporeCollector(CollectorBase):
         return {name: p for name, p in cell._params.items() if p is not None}
 
     def hook_parameter(self, param: Any, on_grad: Any) -> Any:
-        def hook(grad: Any) -> None:
-            on_grad(grad)
-
-        return param.register_hook(hook)
+        return param.register_hook(on_grad)
 
     def trainable_parameters(self, cell: nn.Cell) -> dict[str, Any]:
         return {name: p for name, p in self.direct_parameters(cell).items() if p.requires_grad}
@@ -161,11 +158,12 @@ class MindSporeCollector(CollectorBase):
             if isinstance(cell, nn.Optimizer):
                 return collector._run_optimizer(original, cell, args, kwargs)
             new_args = collector.module_enter(cell, args)
-            output = None
             try:
                 output = original(cell, *(args if new_args is None else new_args), **kwargs)
-            finally:
-                collector.module_exit(cell, kwargs, output)
+            except BaseException:
+                collector.module_exit(cell, kwargs, None, failed=True)
+                raise
+            collector.module_exit(cell, kwargs, output)
             return output
 
         return __call__

@@ -297,8 +297,8 @@ class CollectorBase:
         finally:
             self.busy = False
 
-    def module_exit(self, module: Any, kwargs: dict[str, Any] | None, output: Any) -> None:
-        """After a module call (also when it raised: ``output`` is then None and nothing is recorded)."""
+    def module_exit(self, module: Any, kwargs: dict[str, Any] | None, output: Any, failed: bool = False) -> None:
+        """After a module call; ``failed`` (it raised) closes its frame without recording it."""
         if not self._frames:
             return
         frame = self._frames.pop()
@@ -307,7 +307,7 @@ class CollectorBase:
         name, recorded, entry, parent, sid, catch = frame
         session = self.session
         session.exit_module()
-        if not recorded:
+        if not recorded or failed:
             session.end_forward_unrecorded(name)
             return
         self.busy = True
