@@ -54,6 +54,7 @@ def _graph_mode_script(tmp_path: Path, where: str) -> Path:
     """)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["before", "after"])
 def test_graph_mode_is_refused_with_a_clear_message(tmp_path, where):
     proc = subprocess.run([sys.executable, str(_graph_mode_script(tmp_path, where))], capture_output=True,
