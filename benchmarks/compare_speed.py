@@ -30,8 +30,8 @@ from pathlib import Path
 OPS = ("linear", "relu", "gelu", "layer_norm", "softmax", "dropout", "matmul", "add", "mul", "silu")
 WRAPPER = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
            "rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE).returncode; "
-           "dt = time.perf_counter() - t; "
-           "print(rc, dt, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+           "dt = time.perf_counter() - t; u = resource.getrusage(resource.RUSAGE_CHILDREN); "
+           "print(rc, dt, u.ru_maxrss, u.ru_utime + u.ru_stime)")
 
 
 def _tensor(rng: random.Random, shape: list[int], scale: float = 1.0) -> str:
@@ -96,13 +96,13 @@ def write_tensor_dump(folder: Path, tensors: int, elements: int, perturb: bool) 
     return total + (folder / "dump.json").stat().st_size
 
 
-def measure(command: list[str]) -> tuple[float, int]:
-    """(seconds, peak RSS in bytes) of one command; exits on failure."""
+def measure(command: list[str]) -> tuple[float, int, float]:
+    """(wall seconds, peak RSS in bytes, CPU seconds) of one command; exits on failure."""
     proc = subprocess.run([sys.executable, "-c", WRAPPER, *command], capture_output=True, text=True)
     parts = proc.stdout.split()
     if proc.returncode or not parts or parts[0] != "0":
         sys.exit(f"failed: {' '.join(command)}\n{proc.stdout}\n{proc.stderr}")
-    return float(parts[1]), int(parts[2]) * 1024
+    return float(parts[1]), int(parts[2]) * 1024, float(parts[3])
 
 
 def find_msprobe(given: str | None) -> str | None:
@@ -115,7 +115,7 @@ def find_msprobe(given: str | None) -> str | None:
 def run_pair(label: str, target: Path, bench: Path, size: int, workdir: Path, msprobe: str | None,
              workers: int) -> None:
     probe = str(Path(sys.executable).parent / "probe")
-    results = {}
+    results, cpu = {}, {}
     runs = [("probe (csv)", [probe, "compare", "--quiet", "--no-xlsx", target, bench, "-o", workdir / "p1"])]
     if workers > 1:
         runs.append((f"probe (csv, --workers {workers})", [probe, "compare", "--quiet", "--no-xlsx", "--workers",
@@ -126,13 +126,15 @@ def run_pair(label: str, target: Path, bench: Path, size: int, workdir: Path, ms
                                        "-o", workdir / "m1"]))
     print(f"\n== {label}: dump files {size / 2**20:.1f} MiB (both sides)")
     for name, command in runs:
-        seconds, peak = measure([str(c) for c in command])
-        results[name] = seconds
-        print(f"{name:32s} {seconds:8.2f} s   peak RSS {peak / 2**20:8.1f} MiB = {peak / size:5.2f}x dump size")
+        seconds, peak, cpu_seconds = measure([str(c) for c in command])
+        results[name], cpu[name] = seconds, cpu_seconds
+        print(f"{name:32s} {seconds:8.2f} s wall {cpu_seconds:8.2f} s CPU   peak RSS {peak / 2**20:8.1f} MiB "
+              f"= {peak / size:5.2f}x dump size")
     if "msprobe (csv)" in results:
         for name, seconds in results.items():
             if name.startswith("probe"):
-                print(f"speed-up {name:24s} vs msprobe: {results['msprobe (csv)'] / seconds:6.1f}x")
+                print(f"speed-up {name:32s} vs msprobe: {results['msprobe (csv)'] / seconds:6.1f}x wall, "
+                      f"{cpu['msprobe (csv)'] / cpu[name]:6.1f}x CPU")
     else:
         print("msprobe not found (pip install mindstudio-probe into a separate venv, pass --msprobe PATH)")
 

@@ -368,6 +368,7 @@ def compare_ranks(target: RankDump, bench: RankDump, registry, options: CompareO
     row_counts = dict(counts)
     unmatched: dict[str, list[str]] = {"target": [], "bench": []}
     tracker = DivergenceTracker(label)
+    done = 0
     _WORKER.update(target=target, bench=bench, mode=mode, comparators=comparators, lenient=options.lenient,
                    columns=columns, percent=percent)
     try:
@@ -380,8 +381,11 @@ def compare_ranks(target: RankDump, bench: RankDump, registry, options: CompareO
             tracker.see(outcome)
             for row in outcome.rendered:
                 writer.write(row)
-            if advance:
-                advance(1)
+            done += 1
+            if advance and done % 64 == 0:
+                advance(64)
+        if advance:
+            advance(done % 64)
     finally:
         gc.unfreeze()
         writer.close()
