@@ -74,15 +74,16 @@ _IMPORTS = {"mindspore": re.compile(r"^\s*(import|from)\s+mindspore\b", re.M),
             "pytorch": re.compile(r"^\s*(import|from)\s+torch\b", re.M)}
 
 
-def guess_framework(script: Path) -> str:
-    """``mindspore`` for a script that imports mindspore and not torch, else ``pytorch`` (``--framework`` wins)."""
+def guess_framework(script: Path) -> str | None:
+    """``mindspore`` for a script that imports mindspore and not torch; else ``None`` (the config's
+    ``framework``, default pytorch). ``--framework`` wins over both."""
     try:
         source = script.read_text(encoding="utf-8", errors="replace")
     except OSError:
-        return "pytorch"
+        return None
     if _IMPORTS["mindspore"].search(source) and not _IMPORTS["pytorch"].search(source):
         return "mindspore"
-    return "pytorch"
+    return None
 
 
 def _human(size: int) -> str:
