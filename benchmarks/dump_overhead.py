@@ -88,10 +88,11 @@ def _setup(args: argparse.Namespace):
     return model, optimizer, x, y
 
 
-def _step(model, optimizer, x, y, debugger=None) -> float:
+def _step(model, optimizer, x, y, debugger=None) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the whole process — every thread, the writer's too) of one step."""
     import torch.nn.functional as F
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     if debugger is not None:
         debugger.start(model)
     loss = F.cross_entropy(model(x), y)
@@ -104,7 +105,7 @@ def _step(model, optimizer, x, y, debugger=None) -> float:
         session = getattr(debugger, "session", None)
         if session is not None:
             session.wait()  # the writer thread's work counts in this step, not in the next mode's
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
 def _dir_size(path: Path) -> int:
@@ -144,15 +145,19 @@ def worker(args: argparse.Namespace) -> None:
     else:
         debuggers = dict.fromkeys(modes)
     times: dict[str, list[float]] = {mode: [] for mode in modes}
+    cpu: dict[str, list[float]] = {mode: [] for mode in modes}
     rounds = args.warmup + args.steps
     for round_ in range(rounds):
         order = modes[round_ % len(modes):] + modes[:round_ % len(modes)]
         for mode in order:
-            times[mode].append(_step(model, optimizer, x, y, debuggers[mode]))
+            wall, used = _step(model, optimizer, x, y, debuggers[mode])
+            times[mode].append(wall)
+            cpu[mode].append(used)
     for debugger in debuggers.values():
         if debugger is not None and hasattr(debugger, "close"):
             debugger.close()
     print(json.dumps({mode: {"median": statistics.median(times[mode][args.warmup:]),
+                             "cpu": statistics.median(cpu[mode][args.warmup:]),
                              "bytes_per_step": _dir_size(dump / mode) / rounds} for mode in modes}))
 
 
@@ -209,21 +214,25 @@ def main() -> None:
     ours = run_modes(args, "probe", probe_modes)
     if "error" in plain or "error" in ours["idle"]:
         sys.exit(f"baseline failed: {plain.get('error') or ours['idle'].get('error')}")
-    base = ours["idle"]["median"]  # same process, same rounds: the fair reference for every mode
-    print(f"no tool: {plain['median'] * 1000:.1f} ms/step (separate process); "
-          f"probe imported, not started: {base * 1000:.1f} ms/step")
-    header = f"{'mode':8} {'probe':>8} {'bytes/step':>12}"
-    print(header + (f" {'msprobe':>9} {'bytes/step':>12}" if with_msprobe else ""))
-    print(f"{'idle':8} {base / plain['median']:7.2f}x {'0 B':>12}   (vs the no-tool process)")
+    base, base_cpu = ours["idle"]["median"], ours["idle"]["cpu"]  # same process, same rounds
+    print(f"no tool: {plain['median'] * 1000:.1f} ms/step wall, {plain['cpu'] * 1000:.1f} ms CPU (separate "
+          f"process); probe imported, not started: {base * 1000:.1f} ms wall, {base_cpu * 1000:.1f} ms CPU")
+    print("ratios to no tool: CPU time of the whole process (robust on a busy machine) and wall time")
+    header = f"{'mode':8} {'probe cpu':>9} {'wall':>6} {'bytes/step':>11}"
+    print(header + (f" {'msprobe cpu':>11} {'wall':>6} {'bytes/step':>11}" if with_msprobe else ""))
+    print(f"{'idle':8} {base_cpu / plain['cpu']:8.2f}x {base / plain['median']:5.2f}x {'0 B':>11}"
+          "   (vs the no-tool process)")
     for mode in modes:
         if mode == "idle":
             continue
         result = ours[mode]
-        line = f"{mode:8} " + (f"{result['median'] / base:7.2f}x {_size(result['bytes_per_step']):>12}"
+        line = f"{mode:8} " + (f"{result['cpu'] / base_cpu:8.2f}x {result['median'] / base:5.2f}x "
+                               f"{_size(result['bytes_per_step']):>11}"
                                if "error" not in result else f"error: {result['error']}")
         if with_msprobe and mode in MSPROBE_MODES:
             theirs = run_modes(args, "msprobe", [mode])[mode]
-            line += (f" {theirs['median'] / plain['median']:8.2f}x {_size(theirs['bytes_per_step']):>12}"
+            line += (f" {theirs['cpu'] / plain['cpu']:10.2f}x {theirs['median'] / plain['median']:5.2f}x "
+                     f"{_size(theirs['bytes_per_step']):>11}"
                      if "error" not in theirs else f"  msprobe error: {theirs['error']}")
         print(line, flush=True)
 

@@ -122,7 +122,7 @@ class CollectorBase:
                     continue
                 prefix = f"{self.module_prefix}.{path}.{self.module_class_name(sub)}"
                 self._module_names[sub] = prefix
-                if self.session.with_modules:
+                if self.session.with_modules and self._installed:
                     self._hook_params(sub, prefix)
                 self.on_named(sub, path, prefix)
 
@@ -164,6 +164,10 @@ class CollectorBase:
         if not self._installed:
             self.install_hooks()
             self._installed = True
+            if self.session.with_modules:  # parameter hooks live only while collecting (no idle cost)
+                for module, prefix in list(self._module_names.items()):
+                    if prefix:
+                        self._hook_params(module, prefix)
         self.recording = True
 
     def stop(self) -> None:
@@ -192,6 +196,9 @@ class CollectorBase:
         if not self._installed:
             return
         self.remove_hooks()
+        for handle in self._param_handles:
+            handle.remove()
+        self._param_handles.clear()
         for owner, name, original in reversed(self._saved_attrs):
             if original is _INHERITED:
                 delattr(owner, name)
