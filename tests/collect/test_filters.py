@@ -102,8 +102,10 @@ def test_events_are_emitted(tmp_path):
     assert listener.steps == [(0, 0, ["construct.json", "dump.json", "stack.json"])]
 
 
-def test_listing_plugins_does_not_import_torch():
+def test_listing_plugins_and_the_neutral_engine_do_not_import_torch():
     code = ("import sys; from probe_core.plugins import load_registry; r = load_registry(); "
+            "import probe_core.collect.driver, probe_core.collect.command, probe_core.collect.debugger; "
+            "import probe_modes.collect.statistics, probe_modes.collect.md5, probe_modes.collect.tensor; "
             "spec = r.collector_for('pytorch'); assert spec.plugin == 'torch'; "
             "assert 'statistics' in r.data_modes; print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -216,3 +216,25 @@ def test_seed_all_makes_runs_repeatable_and_removes_dropout():
     finally:
         restore_dropout()
     assert not torch.equal(F.dropout(torch.ones(1000), p=0.5, training=True), torch.ones(1000))
+
+
+def test_statistics_are_fetched_in_batches_not_per_value(tmp_path, monkeypatch):
+    from probe_torch.ops import TorchTensorOps
+
+    fetches = []
+    original = TorchTensorOps.fetch_stats
+
+    def counting(self, handles):
+        fetches.append(len(handles))
+        return original(self, handles)
+
+    def forbidden(self):
+        raise AssertionError("a per-value .item() during collection")
+
+    monkeypatch.setattr(TorchTensorOps, "fetch_stats", counting)
+    monkeypatch.setattr(torch.Tensor, "item", forbidden)
+    from tests.collect.helpers import one_step
+
+    data = load(one_step(tmp_path, level="mix") / "dump.json")["data"]
+    assert len(data) > 100
+    assert len(fetches) < len(data) / 5 and max(fetches) > 20  # one transfer per flush of many tensors
