@@ -118,7 +118,7 @@ def probe_on_record(name: str, entry: dict[str, Any], step: int, rank: int) -> N
     Called on the collecting process after an entry (``name``, e.g.
     ``Functional.linear.0.forward``, and its dump.json value) is complete,
     with the current ``step`` and ``rank``. Return nothing; keep it cheap, it
-    runs on the training thread. An exception here is reported and the
+    runs on probe's writer thread (in record order), beside training. An exception here is reported and the
     plugin's event hooks are switched off; collection goes on.
     """
 
