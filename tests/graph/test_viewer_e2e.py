@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from probe_core.graph.serve import tensorboard_command, viewer_installed
-from tests.graph.helpers import TORCH_DUMP, run_probe
+from tests.graph.helpers import PROBE, TORCH_DUMP, run_probe
 
 API = "/data/plugin/graph_ascend"
 NODE = "Module.blocks.0.attn.qkv.Linear.forward.0"
@@ -116,3 +116,46 @@ def test_viewer_reads_probe_files(viewer) -> None:
     assert info["success"], info
     assert info["data"]["npu"]["node_name"] == NODE and info["data"]["bench"]["node_name"] == NODE
     assert info["data"]["npu"]["data"]["precision_index"] == 0
+
+
+@pytest.mark.slow
+def test_probe_graph_serve_starts_the_viewer_on_loopback(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run_probe("-tp", TORCH_DUMP, "-o", out)
+    port = _free_port()
+    server = subprocess.Popen([PROBE, "graph", "--serve", str(out), "--port", str(port)],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            try:
+                meta = _get(f"http://127.0.0.1:{port}{API}", "/load_meta_dir")
+                if meta.get("data"):
+                    break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            assert server.poll() is None and time.monotonic() < deadline, "probe graph --serve did not come up"
+            time.sleep(0.5)
+        assert list(meta["data"]) == ["out"]
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=15)
+    assert f"127.0.0.1:{port}" in server.stdout.read()
+
+
+def test_serve_without_viewer_or_files_is_a_clear_error(tmp_path: Path, monkeypatch) -> None:
+    from probe_core.errors import GraphError
+    from probe_core.graph import serve as serve_module
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done = subprocess.run([PROBE, "graph", "--serve", str(empty)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "no *.vis.db" in done.stderr
+    run_probe("-tp", TORCH_DUMP, "-o", tmp_path / "out")
+    monkeypatch.setattr(serve_module, "viewer_installed", lambda: False)
+    with pytest.raises(GraphError, match="pip install tb-graph-ascend"):
+        serve_module.serve(tmp_path / "out", 0)

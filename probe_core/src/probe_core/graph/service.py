@@ -144,6 +144,17 @@ def run_graph(target_path: str | Path, bench_path: str | Path | None, output_dir
               options: GraphOptions, *, workers: int = 1, registry: Any = None,
               progress: bool = True) -> tuple[Path, list[GraphSummary]]:
     """Everything ``probe graph`` does but printing: returns the written file and the summaries."""
+    paused = gc.isenabled()
+    gc.disable()  # see run_job
+    try:
+        return _run_graph(target_path, bench_path, output_dir, options, workers, registry, progress)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _run_graph(target_path: str | Path, bench_path: str | Path | None, output_dir: str | Path,
+               options: GraphOptions, workers: int, registry: Any, progress: bool) -> tuple[Path, list[GraphSummary]]:
     jobs = plan_jobs(target_path, bench_path, options)
     results = _execute(jobs, options, workers, registry, progress)
     compare = bench_path is not None

@@ -163,8 +163,9 @@ def write_vis_db(path: str | os.PathLike, parts: Iterable[GraphRows], config: Vi
     conn = sqlite3.connect(temp)
     try:
         cursor = conn.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=NORMAL")
+        # a private temporary file renamed into place when complete: no journal needed while filling it
+        cursor.execute("PRAGMA journal_mode=OFF")
+        cursor.execute("PRAGMA synchronous=OFF")
         insert_node = _create(cursor, "tb_nodes", NODE_COLUMNS)
         insert_stack = _create(cursor, "tb_stack", STACK_COLUMNS)
         insert_config = _create(cursor, "tb_config", CONFIG_COLUMNS)
@@ -180,7 +181,7 @@ def write_vis_db(path: str | os.PathLike, parts: Iterable[GraphRows], config: Vi
         for name, columns in INDEXES.items():
             cursor.execute(f"CREATE INDEX {name} ON tb_nodes ({', '.join(columns)})")
         conn.commit()
-        cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        cursor.execute("PRAGMA journal_mode=WAL")  # what the viewer switches to anyway; stored in the file
         cursor.close()
     finally:
         conn.close()
