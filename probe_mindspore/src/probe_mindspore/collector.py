@@ -20,6 +20,7 @@ Python hook, so collection refuses GRAPH_MODE and says so for ``@jit`` calls.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from typing import Any
@@ -74,6 +75,7 @@ class MindSporeCollector(CollectorBase):
         self._recording_classes: set[type] = set()
         self._primitive_apis: dict[int, str] = {}  # id(primitive) -> "Primitive.{attr}.{Name}"
         self._primitives: list[tuple[Any, type]] = []
+        self._patches: list[tuple[Any, str, Any]] | None = None
 
     # -- models -------------------------------------------------------------------------
 
@@ -131,15 +133,33 @@ class MindSporeCollector(CollectorBase):
         else:  # L1: optimizer updates are no entries either (and end the step under probe run)
             self.patch(nn.Optimizer, "__call__", self._optimizer_wrapper(nn.Optimizer.__call__))
         if self.session.with_apis:
-            for module, attr, api in namespace_functions():
-                self.patch(module, attr, self.wrap_api(api, getattr(module, attr)))
-            for attr, api in tensor_methods(ms.Tensor):
-                self.patch(ms.Tensor, attr, self.wrap_api(api, getattr(ms.Tensor, attr)))
+            for owner, attr, wrapper in self._api_patches():
+                self.patch(owner, attr, wrapper)
             for primitive, original_class in self._primitives:
                 primitive.__class__ = self._primitive_classes[original_class]
         self.patch(ms, "set_context", self._set_context_wrapper(ms.set_context))
         self.patch(ms, "jit", self._jit_wrapper(ms.jit))
         self.patch(ms_api, "jit", ms.jit)
+
+    def _api_patches(self) -> list[tuple[Any, str, Any]]:
+        """``(owner, attribute, recording wrapper)`` for every API, built once (start/stop per step reuse them).
+
+        Some 1,400 wrappers are created with the garbage collector paused: with MindSpore's large heap,
+        the collections their allocation triggers would cost more than half a second.
+        """
+        if self._patches is None:
+            paused = gc.isenabled()
+            gc.disable()
+            try:
+                patches = [(module, attr, self.wrap_api(api, getattr(module, attr)))
+                           for module, attr, api in namespace_functions()]
+                patches += [(ms.Tensor, attr, self.wrap_api(api, getattr(ms.Tensor, attr)))
+                            for attr, api in tensor_methods(ms.Tensor)]
+            finally:
+                if paused:
+                    gc.enable()
+            self._patches = patches
+        return self._patches
 
     def remove_hooks(self) -> None:
         for primitive, original_class in self._primitives:
