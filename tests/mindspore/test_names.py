@@ -55,7 +55,8 @@ def test_same_data_gives_msprobes_statistics(fixture_net_dump):
     ours = read_json(fixture_net_dump / "dump.json")["data"]["Cell.blocks.0.ln1.LayerNorm.forward.0"]
     theirs = read_json(FIXTURE / "dump.json")["data"]["Cell.blocks.0.ln1.LayerNorm.forward.0"]
     for key in ("Max", "Min", "Mean", "Norm"):
-        assert abs(ours["input_args"][0][key] - theirs["input_args"][0][key]) <= 1e-6 * max(1, abs(theirs["input_args"][0][key]))
+        mine, msprobe = ours["input_args"][0][key], theirs["input_args"][0][key]
+        assert abs(mine - msprobe) <= 1e-6 * max(1, abs(msprobe)), key
 
 
 def test_backward_of_undifferentiated_inputs_is_null(fixture_net_dump):

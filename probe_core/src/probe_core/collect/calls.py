@@ -48,7 +48,7 @@ def replace_at(args: tuple, kwargs: dict[str, Any] | None, positions: list[Posit
     """``args``/``kwargs`` with the tensors at ``positions`` replaced by ``values`` (inputs untouched)."""
     out = list(args)
     new_kwargs = dict(kwargs) if kwargs else kwargs
-    for (i, j), value in zip(positions, values):
+    for (i, j), value in zip(positions, values, strict=True):
         if isinstance(i, str):
             new_kwargs[i] = value
         elif j is None:
