@@ -143,3 +143,11 @@ def test_hooks_are_removed_after_close(tmp_path):
     before = (ms.Tensor.__add__, mint.matmul, nn.Cell.__call__, "reshape" in vars(ms.Tensor))
     dump_ms(tmp_path, lambda: ms.Tensor(np.ones(2, np.float32)) + 1)
     assert (ms.Tensor.__add__, mint.matmul, nn.Cell.__call__, "reshape" in vars(ms.Tensor)) == before
+
+
+def test_primitive_classes_are_restored_after_close(tmp_path, net_and_input):
+    net, x = net_and_input
+    matmul_class = type(net.fc.matmul)
+    rank = dump_ms(tmp_path, lambda: net(ms.Tensor(x)), model=net)
+    assert "Primitive.matmul.MatMul.0.forward" in read_json(rank / "dump.json")["data"]
+    assert type(net.fc.matmul) is matmul_class

@@ -165,12 +165,6 @@ class MindSporeCollector(CollectorBase):
         for primitive, original_class in self._primitives:
             primitive.__class__ = original_class
 
-    def close(self) -> Any:
-        summary = super().close()
-        for primitive, original_class in self._primitives:
-            primitive.__class__ = original_class
-        return summary
-
     def _cell_call_wrapper(self, original: Any) -> Any:
         collector = self
 
