@@ -263,3 +263,16 @@ def test_msprobe_mindspore_dump_against_itself(tmp_path):
     rows = read_csv(tmp_path / "out" / "compare_result_rank0_step0.csv")
     assert any(r["NPU Name"].startswith("Cell.blocks.0.ln1.LayerNorm.forward.0.") for r in rows)
     assert all(r["Requires_grad Consistent"] == "N/A" for r in rows)  # MindSpore dumps carry no requires_grad
+
+
+def test_workers_across_ranks_give_the_same_results(tmp_path):
+    for side, scale in (("t", 1.01), ("b", 1.0)):
+        for rank in (0, 1, 2):
+            write_dump(tmp_path / side / "step0" / f"rank{rank}", tiny_model_entries(scale if rank == 2 else 1.0))
+    one = compare(tmp_path / "t", tmp_path / "b", tmp_path / "one")
+    three = compare(tmp_path / "t", tmp_path / "b", tmp_path / "three", workers=3)
+    assert [r["counts"] for r in one["ranks"]] == [r["counts"] for r in three["ranks"]]
+    assert three["first_divergence"]["rank"] == "rank2_step0"
+    for rank in (0, 1, 2):
+        name = f"compare_result_rank{rank}_step0.csv"
+        assert (tmp_path / "one" / name).read_text() == (tmp_path / "three" / name).read_text()

@@ -9,6 +9,7 @@ stream to the CSV/XLSX writers.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import multiprocessing
 import warnings
@@ -23,6 +24,7 @@ from typing import Any
 from probe_core.compare import output
 from probe_core.compare.comparator import LeafPair, LoadedComparator, known_modes, load_comparators
 from probe_core.compare.mapping import NameMap, builtin_map, load_mapping
+from probe_core.compare.divergence import DivergenceTracker
 from probe_core.compare.match import Match, Matcher, match_entries
 from probe_core.compare.rules import ERROR, PASS, UNMATCHED, WARNING, RowResult, io_differences, judge_entry
 from probe_core.dump import DumpEntry, RankDump, TensorMeta, discover
@@ -180,53 +182,6 @@ def render_rows(outcome: EntryOutcome, columns: Sequence[str], percent: frozense
             value = metrics.get(col)
             values.append(output.format_value(value, True) if col in percent and type(value) is float else value)
         yield [na if v is None else v for v in values]
-
-
-# -- first divergence ------------------------------------------------------------------------
-
-
-class DivergenceTracker:
-    """Finds the first divergent entry while outcomes stream by in execution order.
-
-    The first divergent entry is the earliest matched entry whose inputs
-    agree and whose outputs do not. When a matched entry's inputs already
-    differ before any such entry (the change happened in a call the other
-    dump does not have), the latest target-only entry before it is reported
-    instead, or that entry itself when there is none.
-    """
-
-    def __init__(self, label: str) -> None:
-        self.label = label
-        self.first: dict[str, Any] | None = None
-        self._last_matched: str | None = None
-        self._last_unmatched: EntryOutcome | None = None
-        self._after: str | None = None
-
-    def _record(self, outcome: EntryOutcome, reason: str, after: str | None = None) -> None:
-        entry = outcome.npu_entry or outcome.bench_entry
-        self.first = {"name": outcome.name, "bench_name": outcome.bench_entry.name if outcome.bench_entry else None,
-                      "module": entry.parent if entry else None, "stack": list(entry.stack) if entry else [],
-                      "reason": reason, "result": outcome.result, "rank": self.label, "after": after}
-
-    def see(self, outcome: EntryOutcome) -> None:
-        if self.first is not None:
-            return
-        if outcome.result == UNMATCHED:
-            if outcome.npu_entry is not None:
-                self._last_unmatched, self._after = outcome, self._last_matched
-            return
-        if outcome.divergence:
-            self._record(outcome, outcome.divergence)
-        elif outcome.inputs_differ:
-            if self._last_unmatched is not None:
-                after = f" after {self._after}" if self._after else ""
-                self._record(self._last_unmatched,
-                             f"only in the target dump{after}; the next matched entry {outcome.name} already has "
-                             f"differing inputs ({outcome.inputs_differ})", self._after)
-            else:
-                self._record(outcome, f"inputs already differ ({outcome.inputs_differ}): the change comes from "
-                                      f"outside the dumped calls")
-        self._last_matched = outcome.name
 
 
 # -- one rank pair ------------------------------------------------------------------------
@@ -447,6 +402,16 @@ def run_compare(options: CompareOptions, registry) -> dict[str, Any]:
     return summary
 
 
+_RUN: dict[str, Any] = {}
+
+
+def _compare_pair_alone(index: int) -> RankResult:
+    """One rank pair in a worker process (``--workers`` with several ranks)."""
+    target, bench = _RUN["pairs"][index]
+    options = dataclasses.replace(_RUN["options"], workers=1, progress=False)
+    return compare_ranks(target, bench, _RUN["registry"], options)
+
+
 def _run_pairs(pairs, registry, options: CompareOptions) -> list[RankResult]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -454,6 +419,18 @@ def _run_pairs(pairs, registry, options: CompareOptions) -> list[RankResult]:
                         TimeElapsedColumn(), transient=True, disable=not options.progress)
     results = []
     with progress:
+        if options.workers > 1 and len(pairs) > 1:  # one process per rank pair
+            task = progress.add_task(f"compare {len(pairs)} rank dumps", total=len(pairs))
+            _RUN.update(pairs=pairs, options=options, registry=registry)
+            context = multiprocessing.get_context("fork")
+            try:
+                with ProcessPoolExecutor(max_workers=min(options.workers, len(pairs)), mp_context=context) as pool:
+                    for result in pool.map(_compare_pair_alone, range(len(pairs))):
+                        results.append(result)
+                        progress.advance(task, 1)
+            finally:
+                _RUN.clear()
+            return results
         for target, bench in pairs:
             task = progress.add_task(f"compare {_label(target)}", total=None)
             results.append(compare_ranks(
@@ -461,5 +438,3 @@ def _run_pairs(pairs, registry, options: CompareOptions) -> list[RankResult]:
                 advance=lambda n, task=task: progress.advance(task, n),
                 on_total=lambda total, task=task: progress.update(task, total=total)))
     return results
-
-
