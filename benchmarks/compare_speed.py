@@ -9,7 +9,7 @@ ratios. Peak memory is the compare process' max RSS, set against the size of
 the two dumps' files.
 
     python benchmarks/compare_speed.py [--entries N] [--tensors N] [--elements N]
-                                       [--msprobe PATH] [--workdir DIR] [--skip-tensor]
+                                       [--msprobe PATH] [--workdir DIR] [--skip-tensor] [--skip-statistics]
 
 The full tensor pair needs ~16 GB of disk; use --tensors/--elements to shrink it.
 """
@@ -148,18 +148,20 @@ def main() -> None:
     parser.add_argument("--msprobe", help="path of the msprobe console script")
     parser.add_argument("--workdir", help="where to write the dumps (default: a temporary folder)")
     parser.add_argument("--skip-tensor", action="store_true")
+    parser.add_argument("--skip-statistics", action="store_true")
     args = parser.parse_args()
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="probe_compare_bench_"))
     msprobe = find_msprobe(args.msprobe)
     try:
-        start = time.perf_counter()
-        # msprobe wants step folders holding one proc/rank folder each
-        target = workdir / "stat_target" / "rank0"
-        bench = workdir / "stat_bench" / "rank0"
-        size = write_statistics_dump(target, args.entries, True) + write_statistics_dump(bench, args.entries, False)
-        print(f"generated the statistics pair ({args.entries} entries) in {time.perf_counter() - start:.1f} s")
-        run_pair(f"statistics, {args.entries} entries", target, bench, size, workdir / "out_stat", msprobe,
-                 args.workers)
+        if not args.skip_statistics:
+            start = time.perf_counter()
+            # msprobe wants step folders holding one proc/rank folder each
+            target = workdir / "stat_target" / "rank0"
+            bench = workdir / "stat_bench" / "rank0"
+            size = write_statistics_dump(target, args.entries, True) + write_statistics_dump(bench, args.entries, False)
+            print(f"generated the statistics pair ({args.entries} entries) in {time.perf_counter() - start:.1f} s")
+            run_pair(f"statistics, {args.entries} entries", target, bench, size, workdir / "out_stat", msprobe,
+                     args.workers)
         if not args.skip_tensor:
             start = time.perf_counter()
             target = workdir / "tensor_target" / "rank0"
