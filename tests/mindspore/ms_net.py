@@ -44,9 +44,9 @@ class Block(nn.Cell):
         self.ln1 = nn.LayerNorm((d,))
         self.attn = Attn(d)
         self.ln2 = nn.LayerNorm((d,))
-        self.fc1 = nn.Dense(d, d)
-        self.fc2 = mint.nn.Linear(d, d)
-        self.act = nn.GELU()
+        self.fc1 = nn.Dense(d, 4 * d)
+        self.fc2 = mint.nn.Linear(4 * d, d)
+        self.act = nn.GELU(approximate=False)
 
     def construct(self, x):
         x = x + self.attn(self.ln1(x))

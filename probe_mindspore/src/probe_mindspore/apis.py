@@ -47,6 +47,11 @@ METADATA = frozenset({
 })
 
 
+#: Thin Python aliases whose work is another recorded method: the inner call is the entry, as in msprobe
+#: (``x.astype(t)`` is ``self.to(t)``, recorded as ``Tensor.to``).
+DELEGATING = frozenset({"astype"})
+
+
 def _skipped(name: str) -> bool:
     return name in METADATA or name.startswith(("_", "is_"))
 
@@ -82,7 +87,7 @@ def tensor_methods(tensor_class: type) -> Iterator[tuple[str, str]]:
             if name in OPERATOR_DUNDERS:
                 yield name, f"Tensor.{name}"
             continue
-        if _skipped(name):
+        if _skipped(name) or name in DELEGATING:
             continue
         static = inspect.getattr_static(tensor_class, name, None)
         if isinstance(static, (property, staticmethod, classmethod, type)) or inspect.isdatadescriptor(static):

@@ -29,13 +29,14 @@ def to_numpy(tensor: ms.Tensor) -> np.ndarray:
 
 
 def host_stats(array: np.ndarray) -> tuple[Any, Any, Any, Any] | None:
-    """(Max, Min, Mean, Norm) of an array: floats in float64 accumulation, integers/bools Max/Min only."""
+    """(Max, Min, Mean, Norm) of an array, accumulated in float64; booleans give Max/Min only.
+
+    Integer tensors get all four, as floats — msprobe's MindSpore records (its PyTorch ones differ).
+    """
     if array.size == 0 or np.iscomplexobj(array):
         return None
     if array.dtype == np.bool_:
         return bool(array.any()), bool(array.all()), None, None
-    if np.issubdtype(array.dtype, np.integer):
-        return int(array.max()), int(array.min()), None, None
     wide = array.astype(np.float64, copy=False)
     norm = float(np.sqrt(np.dot(wide.ravel(), wide.ravel()))) if np.isfinite(wide).all() \
         else float(np.linalg.norm(wide.ravel()))
