@@ -34,7 +34,8 @@ def test_probe_run_dumps_each_optimizer_step(tmp_path):
     for step in (0, 1):
         dump = read_json(tmp_path / "dump" / f"step{step}" / "rank0" / "dump.json")
         assert dump["framework"] == "mindspore" and dump["level"] == "mix"
-        assert list(dump["data"]) == list(read_json(FIXTURE / "dump.json")["data"])  # the root net found by itself; optimizer calls are no entries
+        # the root net is found by itself; optimizer calls are no entries
+        assert list(dump["data"]) == list(read_json(FIXTURE / "dump.json")["data"])
 
 
 def _graph_mode_script(tmp_path: Path, where: str) -> Path:
