@@ -1,7 +1,8 @@
 """Tensor-mode comparator: msprobe's real-data metrics, in float64, from the saved tensor files.
 
 Columns: Cosine, EucDist, MaxAbsErr, MaxRelativeErr, One Thousandth Err Ratio,
-Five Thousandths Err Ratio. Implements the comparator interface of
+Five Thousandths Err Ratio (the arrays are cast into float64 work buffers
+first). Implements the comparator interface of
 :mod:`probe_core.compare.comparator`; the loaded arrays are kept in
 ``pair.cache["arrays"]`` so other tensor-mode comparators reuse them.
 
@@ -27,18 +28,31 @@ COLUMNS = ("Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth E
 
 
 def arrays(pair: LeafPair) -> tuple[np.ndarray, np.ndarray]:
-    """Both sides' tensors as float64 arrays (loaded once per row)."""
+    """Both sides' tensors as numeric arrays (loaded once per row)."""
     if "arrays" not in pair.cache:
         pair.cache["arrays"] = (load_array(pair.npu_path, pair.npu.name), load_array(pair.bench_path, pair.bench.name))
     return pair.cache["arrays"]
 
 
+_SCRATCH: dict[int, np.ndarray] = {}
+
+
+def _scratch(slot: int, size: int) -> np.ndarray:
+    """A float64 work buffer of ``size`` elements, kept between calls (fresh big buffers cost page faults)."""
+    buffer = _SCRATCH.get(slot)
+    if buffer is None or buffer.size < size:
+        buffer = _SCRATCH[slot] = np.empty(max(size, 1), dtype=np.float64)
+    return buffer[:size]
+
+
 def tensor_metrics(npu: np.ndarray, bench: np.ndarray) -> dict[str, Any]:
-    """The six metrics of two same-shaped float64 arrays (``None`` where they cannot be computed)."""
+    """The six metrics of two same-shaped numeric arrays, in float64 (``None`` where they cannot be computed)."""
     if npu.shape != bench.shape or npu.size == 0:
         return dict.fromkeys(COLUMNS)
-    a, b = npu.ravel(), bench.ravel()
-    total = a.size
+    total = npu.size
+    a, b = _scratch(0, total), _scratch(1, total)
+    np.copyto(a, npu.reshape(-1), casting="unsafe")
+    np.copyto(b, bench.reshape(-1), casting="unsafe")
     agree = mismatched_special = 0
     finite_a, finite_b = np.isfinite(a), np.isfinite(b)
     if not (finite_a.all() and finite_b.all()):  # the rare case: mask NaN/Inf out
@@ -47,11 +61,10 @@ def tensor_metrics(npu: np.ndarray, bench: np.ndarray) -> dict[str, Any]:
         agree = int(np.count_nonzero(same_special))
         mismatched_special = total - int(np.count_nonzero(finite)) - agree
         a, b = a[finite], b[finite]
-    # two temporaries, reused in place: fresh 8 MB buffers cost more than the arithmetic
-    diff = np.subtract(a, b)
+    diff = np.subtract(a, b, out=_scratch(2, a.size))
     euc_dist = float(np.sqrt(np.dot(diff, diff)))
     np.abs(diff, out=diff)
-    rel = np.abs(b)
+    rel = np.abs(b, out=_scratch(3, b.size))
     zero_bench = rel == 0 if not rel.all() else None
     with np.errstate(divide="ignore", invalid="ignore"):
         np.divide(diff, rel, out=rel)

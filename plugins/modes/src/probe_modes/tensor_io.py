@@ -1,4 +1,9 @@
-"""Load a dumped tensor file (``.npy`` or ``.pt``) as a float64 numpy array.
+"""Load a dumped tensor file (``.npy`` or ``.pt``) as a numeric numpy array.
+
+Float16/32/64 and integer arrays keep their dtype (the metrics cast them into
+float64 buffers they reuse, cheaper than a fresh float64 copy per tensor);
+bfloat16 and other types numpy lacks are converted to float64, complex
+values to their real part.
 
 ``.pt`` files are read with ``torch.load(weights_only=True)`` only; torch
 is imported only when such a file is met. A missing or unreadable file is a
@@ -26,15 +31,20 @@ def load_array(path: Path | None, leaf_name: str) -> np.ndarray:
         elif path.suffix == ".pt":
             import torch
 
-            tensor = torch.load(path, weights_only=True, map_location="cpu")
-            array = tensor.detach().to(torch.float64).numpy() if tensor.is_floating_point() or tensor.is_complex() \
-                else tensor.detach().numpy()
+            tensor = torch.load(path, weights_only=True, map_location="cpu").detach()
+            if tensor.dtype in (torch.float16, torch.float32, torch.float64, torch.int8, torch.int16, torch.int32,
+                                torch.int64, torch.uint8, torch.bool):
+                array = tensor.numpy()
+            else:  # bfloat16, float8, complex, ...: numpy has no such dtype
+                array = (tensor.real if tensor.is_complex() else tensor).to(torch.float64).numpy()
         else:
             raise DumpError(f"{path}: unknown tensor file type {path.suffix!r}; expected .npy or .pt")
     except DumpError:
         raise
     except Exception as exc:
         raise DumpError(f"{path}: cannot read tensor file ({type(exc).__name__}: {exc}); is it complete?") from None
-    if array.dtype == np.bool_ or array.dtype.kind in "iuf":
-        return np.asarray(array, dtype=np.float64)
+    if array.dtype.kind in "iuf":
+        return array
+    if array.dtype == np.bool_:
+        return array.astype(np.uint8)
     return np.asarray(array.real if np.iscomplexobj(array) else array, dtype=np.float64)
