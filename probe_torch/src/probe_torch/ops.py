@@ -26,6 +26,7 @@ class TorchTensorOps:
     def __init__(self) -> None:
         self._seen: dict[int, tuple[torch.Tensor, int, Any]] = {}
         self._aliases: dict[int, tuple[torch.Tensor, int, torch.Tensor, int]] = {}
+        self._checksums: dict[int, tuple[torch.Tensor, int, str]] = {}
 
     def is_tensor(self, value: Any) -> bool:
         return isinstance(value, torch.Tensor)
@@ -39,6 +40,18 @@ class TorchTensorOps:
     def new_batch(self) -> None:
         self._seen = {}
         self._aliases = {}
+        self._checksums = {}
+
+    def cached_checksum(self, tensor: torch.Tensor, compute: Any) -> str:
+        """``compute()`` once per tensor and version within a batch (md5 mode)."""
+        key = id(tensor)
+        hit = self._checksums.get(key)
+        version = tensor._version
+        if hit is not None and hit[0] is tensor and hit[1] == version:
+            return hit[2]
+        value = compute()
+        self._checksums[key] = (tensor, version, value)
+        return value
 
     def alias(self, view: Any, source: Any) -> None:
         """``view`` holds exactly ``source``'s values (reshape, transpose, ...): its statistics are ``source``'s."""

@@ -45,6 +45,9 @@ class TensorOps(Protocol):
     def encode_other(self, value: Any) -> dict[str, Any] | None:
         """A record for a framework object that is not a tensor (dtype, device, Size), or ``None``."""
 
+    # Optional: ``cached_checksum(tensor, compute)`` returns ``compute()`` once per tensor and version
+    # within a batch (md5 mode uses it when present); ``alias(view, source)`` declares equal values.
+
 
 class TensorSink(Protocol):
     """What the collection offers a data mode while it encodes one tensor."""

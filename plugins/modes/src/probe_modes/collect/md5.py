@@ -21,7 +21,9 @@ class Md5Mode(StatisticsMode):
     name = "md5"
 
     def extend(self, record: dict[str, Any], tensor: Any, ops: Any, sink: Any, label: str) -> None:
-        record["md5"] = crc32_hex(ops.raw_bytes(tensor))
+        cached = getattr(ops, "cached_checksum", None)  # a tensor met twice in a batch is hashed once
+        record["md5"] = cached(tensor, lambda: crc32_hex(ops.raw_bytes(tensor))) if cached is not None \
+            else crc32_hex(ops.raw_bytes(tensor))
 
 
 def load() -> Md5Mode:
