@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata as md
-import subprocess
+import os
 import sys
 from pathlib import Path
 
@@ -38,7 +38,7 @@ def serve(logdir: str | Path, port: int = 6006) -> int:
         raise GraphError(f"the graph viewer is not installed: pip install {VIEWER} (it brings tensorboard), "
                          f"then run 'probe graph --serve {folder}' again")
     print(f"serving {folder} on http://127.0.0.1:{port}/#graph_ascend  (Ctrl-C stops it)", flush=True)
-    try:
-        return subprocess.call(tensorboard_command(folder, port))
-    except KeyboardInterrupt:
-        return 0
+    command = tensorboard_command(folder, port)
+    # become TensorBoard: Ctrl-C and SIGTERM then reach the server itself, and no child is left behind
+    os.execv(command[0], command)
+    return 0  # not reached
