@@ -7,8 +7,8 @@ they are; sharded ones get the whole tensor's statistics
 the parameters of a column-parallel module (its output is sharded) and the
 last dim otherwise. Partial sums (the input of a ``Distributed.all_reduce``
 and the tensors with the same numbers) are not shards: they are shown as the
-reduced result (the enclosing module's output of that shape) when there is
-one. Each touched node's ``parallel_merge_info`` says what was done.
+reduced result (the collective's recorded output, else the enclosing
+module's output of that shape) when there is one. Each touched node's ``parallel_merge_info`` says what was done.
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ def _partials(graph: Graph) -> dict[tuple, dict | None]:
         partial = next((v for v in node.inputs.values() if is_tensor(v)), None)
         if partial is None:
             continue
-        reduced = None
+        own = _first_output(node)  # collectors that record the collective's result
+        reduced = own if own is not None and list(own.get("shape") or ()) == list(partial.get("shape") or ()) else None
         parent = node.parent
         while parent is not None and reduced is None:
             out = _first_output(parent)

@@ -49,7 +49,8 @@ def _pair(values: list | None, name: str, default):
     return values[0], values[-1]
 
 
-def _layouts(args: argparse.Namespace, compare: bool):
+def _layouts(args: argparse.Namespace):
+    """The (target, bench) parallel layouts, or None when no --rank-size is given."""
     from probe_core.graph.merge import DEFAULT_ORDER, Layout
 
     if not args.rank_size:
@@ -91,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     if bench is None and (args.fuzzy or args.layer_mapping is not None):
         raise GraphError("--fuzzy and --layer-mapping need a bench dump (-gp BENCH) to match against")
     options = GraphOptions(overflow=args.overflow, fuzzy=args.fuzzy, layer_mapping=_mapping(args.layer_mapping),
-                           layouts=_layouts(args, bench is not None))
+                           layouts=_layouts(args))
     path, summaries = run_graph(target, bench, Path(args.output), options, workers=args.workers,
                                 registry=args.registry)
     print_summary(summaries, str(path), bench is not None)
