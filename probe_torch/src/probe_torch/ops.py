@@ -79,9 +79,8 @@ class TorchTensorOps:
             if handle is not None:
                 by_device.setdefault(handle[1], []).extend(handle[2])
         values: dict[torch.device, list[float]] = {}
-        with torch.no_grad():
-            for device, scalars in by_device.items():
-                values[device] = torch.stack(scalars).tolist()
+        for device, scalars in by_device.items():  # the scalars come from detached tensors: no graph
+            values[device] = torch.stack(scalars).tolist()
         positions = dict.fromkeys(values, 0)
         out: list[tuple[Any, Any, Any, Any] | None] = []
         for handle in handles:
@@ -133,21 +132,20 @@ def _launch_stats(tensor: torch.Tensor) -> Any:
     """(kind, device, [0-d tensors]) — no host synchronisation."""
     if tensor.numel() == 0 or tensor.is_complex() or tensor.is_meta or tensor.layout != torch.strided:
         return None
-    with torch.no_grad():
-        t = tensor.detach()
-        if t.is_floating_point():
-            # amax + amin + sum + dot: the cheapest kernels for one read each (measured on CPU: ~40% less
-            # than aminmax + mean + vector_norm); mean and norm are finished on the host after the fetch
-            high, low = t.amax(), t.amin()
-            if t.dtype in _LOW_PRECISION:
-                total = torch.sum(t, dtype=torch.float32)
-                squares = torch.linalg.vector_norm(t, dtype=torch.float32)
-                return ("n", t.device, (high, low, total, squares), t.numel())
-            total = t.sum()
-            if t.is_contiguous() and t.device.type == "cpu":
-                flat = t.view(-1)
-                return ("q", t.device, (high, low, total, torch.dot(flat, flat)), t.numel())
-            return ("n", t.device, (high, low, total, torch.linalg.vector_norm(t)), t.numel())
-        if t.dtype == torch.bool:
-            return ("b", t.device, (t.any(), t.all()), 0)
-        return ("i", t.device, (t.amax(), t.amin()), 0)
+    t = tensor.detach()  # detached: no autograd graph (cheaper than a no_grad context per tensor)
+    if t.is_floating_point():
+        # amax + amin + sum + dot: the cheapest kernels for one read each (measured on CPU: ~40% less
+        # than aminmax + mean + vector_norm); mean and norm are finished on the host after the fetch
+        high, low = t.amax(), t.amin()
+        if t.dtype in _LOW_PRECISION:
+            total = torch.sum(t, dtype=torch.float32)
+            squares = torch.linalg.vector_norm(t, dtype=torch.float32)
+            return ("n", t.device, (high, low, total, squares), t.numel())
+        total = t.sum()
+        if t.is_contiguous() and t.device.type == "cpu":
+            flat = t.view(-1)
+            return ("q", t.device, (high, low, total, torch.dot(flat, flat)), t.numel())
+        return ("n", t.device, (high, low, total, torch.linalg.vector_norm(t)), t.numel())
+    if t.dtype == torch.bool:
+        return ("b", t.device, (t.any(), t.all()), 0)
+    return ("i", t.device, (t.amax(), t.amin()), 0)
