@@ -24,9 +24,19 @@ $(STAMP): Makefile requirements-dev.txt $(wildcard */pyproject.toml plugins/*/py
 	$(PIP) install -q --no-build-isolation $(foreach d,$(DISTS),-e $(d))
 	touch $(STAMP)
 
+# The main job on the embedded example: collect the same small training script twice with `probe run`
+# (unmodified script), once with a quiet numerical change (GELU's tanh approximation), then let probe find
+# where the two runs first diverge: `probe compare` (CSV/XLSX + summary) and `probe graph` (.vis.db).
+DEMO_OUT := demo_output
+
 demo: $(STAMP)
 	$(VENV)/bin/probe --version
 	$(VENV)/bin/probe plugins
+	rm -rf $(DEMO_OUT)
+	$(VENV)/bin/probe run --dump-path $(DEMO_OUT)/bench examples/train_demo.py
+	$(VENV)/bin/probe run --dump-path $(DEMO_OUT)/target examples/train_demo.py --gelu-tanh
+	$(VENV)/bin/probe compare $(DEMO_OUT)/target $(DEMO_OUT)/bench -o $(DEMO_OUT)/compare
+	$(VENV)/bin/probe graph $(DEMO_OUT)/target $(DEMO_OUT)/bench -o $(DEMO_OUT)/graph
 
 test: $(STAMP)
 	$(PY) -m pytest -q

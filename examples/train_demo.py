@@ -1,11 +1,15 @@
 """A small CPU training script, written with no knowledge of probe.
 
+``--gelu-tanh`` switches the MLP's GELU to its tanh approximation, the kind of
+quiet numerical difference between two stacks that probe is built to find.
+
 ``make demo`` runs it as ``.venv/bin/probe run examples/train_demo.py``: every
 model call, torch API and gradient of its three steps is dumped under
 ``./probe_dump/step{N}/rank0/`` and a summary prints at the end.
 """
 
 import math
+import sys
 
 import torch
 import torch.nn as nn
@@ -27,12 +31,15 @@ class Attention(nn.Module):
         return self.proj(torch.matmul(att, v).transpose(1, 2).reshape(b, t, d))
 
 
+GELU_APPROXIMATE = "tanh" if "--gelu-tanh" in sys.argv[1:] else "none"
+
+
 class Block(nn.Module):
     def __init__(self, dim: int, heads: int) -> None:
         super().__init__()
         self.ln1, self.attn = nn.LayerNorm(dim), Attention(dim, heads)
         self.ln2 = nn.LayerNorm(dim)
-        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(GELU_APPROXIMATE), nn.Linear(4 * dim, dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.ln1(x))
