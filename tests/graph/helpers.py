@@ -34,7 +34,7 @@ def only_db(folder: Path) -> Path:
 
 def rows(db: Path, where: str = "1=1", params: tuple = ()) -> dict[tuple[str, str], dict]:
     """``{(data_source, node_name): row}`` of tb_nodes."""
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    conn = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)
     conn.row_factory = sqlite3.Row
     try:
         return {(r["data_source"], r["node_name"]): dict(r)

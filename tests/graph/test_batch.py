@@ -19,7 +19,7 @@ def _root(where: Path, steps=(0, 1), ranks=(0, 1)) -> Path:
 
 
 def _counts(db: Path) -> dict[tuple, int]:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    conn = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)
     try:
         return {(s, r, src): n for s, r, src, n in conn.execute(
             "SELECT step, rank, data_source, COUNT(*) FROM tb_nodes GROUP BY step, rank, data_source")}
@@ -34,7 +34,7 @@ def test_root_of_steps_and_ranks_in_parallel(tmp_path: Path) -> None:
     run_probe("-tp", target, "-gp", bench, "-o", tmp_path / "out", "--workers", "2")
     db = only_db(tmp_path / "out")
     assert _counts(db) == {(s, r, src): 164 for s in (0, 1) for r in (0, 1) for src in ("NPU", "Bench")}
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    conn = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)
     ranks, steps = conn.execute("SELECT rank_list, step_list FROM tb_config").fetchone()
     ids = conn.execute("SELECT COUNT(DISTINCT graph_id) FROM tb_nodes").fetchone()[0]
     conn.close()
@@ -53,7 +53,7 @@ def test_workers_give_the_same_file_content(tmp_path: Path) -> None:
     run_probe("-tp", target, "-o", tmp_path / "two", "--workers", "2")
 
     def content(db: Path) -> list:
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        conn = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)
         try:
             return conn.execute("SELECT * FROM tb_nodes ORDER BY id").fetchall()
         finally:

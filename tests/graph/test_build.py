@@ -11,7 +11,7 @@ from tests.graph.helpers import MS_DUMP, MSPROBE_DB, TORCH_DUMP, copy_dump, only
 
 
 def _schema(db: Path) -> dict[str, list[tuple[str, str]]]:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    conn = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)
     try:
         tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
         return {t: [(c[1], c[2]) for c in conn.execute(f"PRAGMA table_info({t})")] for t in tables}
@@ -49,7 +49,7 @@ def test_file_meets_viewer_requirements(tmp_path: Path) -> None:
     assert stat.S_IMODE(db.stat().st_mode) == 0o640
     assert stat.S_IMODE(out.stat().st_mode) == 0o750
     assert not any(p.name.endswith(("-wal", "-shm", ".tmp")) for p in out.iterdir())
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    conn = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)
     try:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         roots = conn.execute("SELECT node_name FROM tb_nodes WHERE up_node = ''").fetchall()

@@ -41,7 +41,7 @@ def test_perturbed_layer_is_red_before_it_passes_unmatched_grey(tmp_path: Path, 
     output = json.loads(npu[PERTURBED]["output_data"])[f"{PERTURBED}.output.0"]
     assert output["NormRelativeErr"].endswith("%") and float(output["NormAbsErr"]) > 0
     # the colour legend and task the viewer needs
-    conn = sqlite3.connect(f"file:{result['db']}?mode=ro", uri=True)
+    conn = sqlite3.connect(f"file:{result['db']}?mode=ro&immutable=1", uri=True)
     graph_type, task, colors = conn.execute("SELECT graph_type, task, node_colors FROM tb_config").fetchone()
     conn.close()
     colors = json.loads(colors)
