@@ -51,7 +51,7 @@ def test_file_meets_viewer_requirements(tmp_path: Path) -> None:
     assert not any(p.name.endswith(("-wal", "-shm", ".tmp")) for p in out.iterdir())
     conn = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)
     try:
-        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert db.read_bytes()[18:20] == b"\x02\x02"  # file format versions 2/2: WAL journal mode
         roots = conn.execute("SELECT node_name FROM tb_nodes WHERE up_node = ''").fetchall()
         assert roots == [("DefaultModel",)]
         missing = conn.execute("SELECT COUNT(*) FROM tb_nodes WHERE stack_id NOT IN (SELECT id FROM tb_stack)")
