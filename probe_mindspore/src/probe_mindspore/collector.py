@@ -123,9 +123,9 @@ class MindSporeCollector(CollectorBase):
 
     # -- install / remove -------------------------------------------------------------------
 
-    def start(self, model: Any = None) -> None:
+    def start(self, model: Any = None, *, from_first_forward: bool = False) -> None:
         check_pynative()
-        super().start(model)
+        super().start(model, from_first_forward=from_first_forward)
 
     def install_hooks(self) -> None:
         if self.session.with_modules:

@@ -136,7 +136,7 @@ def _run(args: argparse.Namespace) -> int:
     overrides = {"task": args.task, "level": args.level, "dump_path": args.dump_path}
     framework = args.framework or guess_framework(script)
     collector = build_collector(framework, args.config, auto_step=True, **overrides)
-    collector.start(None)
+    collector.start(None, from_first_forward=True)
     code = 1
     try:
         code = run_script(script, list(args.script_args))

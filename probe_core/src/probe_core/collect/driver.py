@@ -57,6 +57,7 @@ class CollectorBase:
         self._frames: list[Any] = []
         self._open_catches: list[GradCatch] = []  # calls whose input gradients have not come yet
         self._backward_seen = False
+        self._await_forward = False
 
     # -- what a framework supplies -------------------------------------------------------
 
@@ -156,7 +157,10 @@ class CollectorBase:
 
     # -- lifecycle ------------------------------------------------------------------
 
-    def start(self, model: Any = None) -> None:
+    def start(self, model: Any = None, *, from_first_forward: bool = False) -> None:
+        """Install the hooks and record. ``from_first_forward`` (``probe run``, modules watched): stay
+        silent until the first module call, so model construction and weight initialisation (whose
+        ``empty`` tensors hold uninitialised memory) are no entries, as with a ``start()`` after them."""
         if model is not None:
             self.add_model(model)
         if self.session.all_steps_done:
@@ -168,7 +172,8 @@ class CollectorBase:
                 for module, prefix in list(self._module_names.items()):
                     if prefix:
                         self._hook_params(module, prefix)
-        self.recording = True
+        self._await_forward = from_first_forward and model is None and self.session.with_modules
+        self.recording = not self._await_forward
 
     def stop(self) -> None:
         self.settle_backward()
@@ -277,6 +282,9 @@ class CollectorBase:
 
     def module_enter(self, module: Any, args: tuple) -> tuple | None:
         """Before a module call: name, filter, inputs, backward catch; returns replacement args or None."""
+        if self._await_forward and not self.busy:
+            self._await_forward = False
+            self.recording = True
         if self.busy or not self.recording:
             self._frames.append(None)
             return None

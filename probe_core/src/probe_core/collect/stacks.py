@@ -14,13 +14,23 @@ import sys
 from typing import Any
 
 
+#: Frames of Python's script launcher, never part of a user's stack.
+LAUNCHER_FILES = ("<frozen runpy>", os.sep + "runpy.py")
+
+
 class StackRegistry:
-    """Assigns stable ids to distinct call stacks; frames from ``skip_dirs`` are left out."""
+    """Assigns stable ids to distinct call stacks; frames from ``skip_dirs`` are left out.
+
+    A probe-core frame met *after* the user's frames is ``probe run`` launching the
+    script: the walk stops there, so stacks end at the script's ``<module>`` line
+    as they do when the script runs on its own.
+    """
 
     def __init__(self, skip_dirs: tuple[str, ...] = (), skip_files: tuple[str, ...] = ()) -> None:
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        self.skip_dirs = (here + os.sep,) + tuple(d.rstrip(os.sep) + os.sep for d in skip_dirs)
-        self.skip_files = skip_files
+        self.core_dir = here + os.sep
+        self.skip_dirs = (self.core_dir,) + tuple(d.rstrip(os.sep) + os.sep for d in skip_dirs)
+        self.skip_files = tuple(skip_files) + LAUNCHER_FILES
         self._ids: dict[tuple[Any, ...], int] = {}
         self._lines: dict[int, list[str]] = {}
         self._skip_cache: dict[str, bool] = {}
@@ -40,6 +50,8 @@ class StackRegistry:
             code = frame.f_code
             if not self._skipped(code.co_filename):
                 key.append((code, frame.f_lineno))
+            elif key and code.co_filename.startswith(self.core_dir):
+                break  # probe run's launcher below the script
             frame = frame.f_back
         key_t = tuple(key)
         sid = self._ids.get(key_t)

@@ -108,7 +108,9 @@ def print_summary(summary: dict[str, Any], console=None) -> None:
         console.print(f"[bold]First divergence:[/] [red]{first['name']}[/] ({first['reason']})", highlight=False)
         if first.get("module"):
             console.print(f"  module: {first['module']}", highlight=False)
-        for line in (first.get("stack") or [])[-3:]:
+        stack = first.get("stack") or []
+        own_code = [line for line in stack if "site-packages" not in line and "dist-packages" not in line]
+        for line in (own_code or stack)[:3]:  # innermost frames of the user's code first
             console.print(f"  {line.strip()}", highlight=False, soft_wrap=True)
     else:
         console.print("[green]No divergent entry: every matched entry's outputs agree where its inputs do.[/]")
