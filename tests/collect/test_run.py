@@ -31,6 +31,14 @@ def test_run_unmodified_script_writes_one_folder_per_optimizer_step(tmp_path):
         assert "Module.2.Linear.parameters_grad.0" in names
         assert not any("_foreach" in n or "optim" in n.lower() for n in names)  # optimizer internals are not APIs
     assert not list((tmp_path / "probe_dump").rglob(".journal.jsonl"))
+    # recording starts at the model's first forward: construction and weight init (torch.empty's
+    # uninitialised memory, kaiming_uniform_) are no entries, as with start() called after them
+    step0 = _names(tmp_path / "probe_dump" / "step0" / "rank0")
+    assert step0[0] == "Functional.linear.0.forward"
+    assert not any("empty" in n or "uniform" in n for n in step0)
+    stacks = load(tmp_path / "probe_dump" / "step0" / "rank0" / "stack.json")
+    for _names_, lines in stacks.values():  # stacks end at the script, not in probe's launcher
+        assert "in <module>" in lines[-1] and "train_small.py" in lines[-1]
 
 
 @pytest.mark.slow
