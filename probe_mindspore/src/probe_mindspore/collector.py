@@ -230,7 +230,7 @@ class MindSporeCollector(CollectorBase):
     def _set_context_wrapper(self, original: Any) -> Any:
         def set_context(*args: Any, **kwargs: Any) -> Any:
             result = original(*args, **kwargs)
-            if self.recording and kwargs.get("mode") == ms.GRAPH_MODE:
+            if self.active and kwargs.get("mode") == ms.GRAPH_MODE:
                 raise CollectionError(f"mindspore.set_context(mode=GRAPH_MODE) while probe collects: "
                                       f"hooks would be ignored; {GRAPH_MODE_FIX}")
             return result
@@ -245,7 +245,7 @@ class MindSporeCollector(CollectorBase):
                 return compiled
 
             def run(*args: Any, **kwargs: Any) -> Any:
-                if collector.recording and not collector.busy:
+                if collector.active and not collector.busy:
                     collector.note_jit(label)
                 return compiled(*args, **kwargs)
 

@@ -175,9 +175,14 @@ class CollectorBase:
         self._await_forward = from_first_forward and model is None and self.session.with_modules
         self.recording = not self._await_forward
 
+    @property
+    def active(self) -> bool:
+        """Recording, or waiting for the first module call to start recording (``probe run``)."""
+        return self.recording or self._await_forward
+
     def stop(self) -> None:
         self.settle_backward()
-        self.recording = False
+        self.recording = self._await_forward = False
         self._uninstall()
         self.session.flush()
 
@@ -190,7 +195,7 @@ class CollectorBase:
 
     def close(self) -> Any:
         self.settle_backward(drop_rest=True)
-        self.recording = False
+        self.recording = self._await_forward = False
         self._uninstall()
         for handle in self._param_handles:
             handle.remove()
