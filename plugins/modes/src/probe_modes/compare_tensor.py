@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from probe_core.compare import metrics
 from probe_core.compare.comparator import LeafPair
 from probe_modes.tensor_io import load_array
 
@@ -70,13 +71,7 @@ def tensor_metrics(npu: np.ndarray, bench: np.ndarray) -> dict[str, Any]:
         np.divide(diff, rel, out=rel)
     if zero_bench is not None:  # 0/0 is no error; x/0 stays inf
         rel[zero_bench & (diff == 0)] = 0.0
-    n_a, n_b = float(np.sqrt(np.dot(a, a))), float(np.sqrt(np.dot(b, b)))
-    if n_a == 0 and n_b == 0:
-        cosine = 1.0
-    elif n_a == 0 or n_b == 0:
-        cosine = 0.0
-    else:
-        cosine = float(np.dot(a, b) / (n_a * n_b))
+    cosine = metrics.cosine(float(np.dot(a, b)), float(np.sqrt(np.dot(a, a))), float(np.sqrt(np.dot(b, b))))
     empty_error = np.inf if mismatched_special else 0.0
     return {
         "Cosine": cosine,

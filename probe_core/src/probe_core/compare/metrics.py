@@ -36,6 +36,15 @@ def relative_error(npu: float, bench: float) -> float:
     return abs((npu - bench) / bench)
 
 
+def cosine(dot: float, norm_a: float, norm_b: float) -> float:
+    """Cosine similarity from a dot product and two norms: 1 when both are zero, 0 when one is."""
+    if norm_a == 0 and norm_b == 0:
+        return 1.0
+    if norm_a == 0 or norm_b == 0:
+        return 0.0
+    return dot / (norm_a * norm_b)
+
+
 def statistics_metrics(npu: TensorMeta, bench: TensorMeta) -> dict[str, Any]:
     """Diffs (target - bench) and relative errors of Max, Min, Mean, Norm; ``N/A`` where not numbers."""
     out: dict[str, Any] = {}

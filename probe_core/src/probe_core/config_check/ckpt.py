@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from probe_core.compare.metrics import cosine
 from probe_core.config_check.ckpt_loaders import load_checkpoint
 from probe_core.errors import CheckError
 
@@ -32,13 +33,7 @@ def as_float64(tensor: Any) -> np.ndarray:
 def similarity(a: Any, b: Any) -> dict[str, Any]:
     """l2, cos, numel and shape of two same-shaped tensors."""
     x, y = as_float64(a), as_float64(b)
-    norm_x, norm_y = float(np.linalg.norm(x)), float(np.linalg.norm(y))
-    if norm_x == 0.0 and norm_y == 0.0:
-        cos = 1.0
-    elif norm_x == 0.0 or norm_y == 0.0:
-        cos = 0.0
-    else:
-        cos = float(np.dot(x, y) / (norm_x * norm_y))
+    cos = cosine(float(np.dot(x, y)), float(np.linalg.norm(x)), float(np.linalg.norm(y)))
     return {"l2": float(np.linalg.norm(x - y)), "cos": cos, "numel": int(x.size), "shape": list(a.shape)}
 
 
