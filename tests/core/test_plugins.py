@@ -47,6 +47,15 @@ def test_probe_plugins_lists_builtins_and_third_party(plugin_site, plugins_json)
     assert rows["core"]["distribution"] == "probe-core" and rows["core"]["builtin"] is True
     assert "plugins" in rows["core"]["provides"]["commands"]
     assert rows["modes"]["distribution"] == "probe-modes"
+    # one built-in plugin at least for every family of the hookspecs
+    families = {family for row in rows.values() if row["status"] == "enabled" for family in row["provides"]}
+    assert families == {"collectors", "data_modes", "comparators", "checkers", "graph_mergers", "commands"}
+    assert rows["torch"]["provides"] == {"collectors": ["torch"]}
+    assert rows["mindspore"]["provides"] == {"collectors": ["mindspore"]}
+    assert set(rows["modes"]["provides"]["comparators"]) == {"statistics", "md5", "tensor"}
+    assert rows["parallel_merge"]["provides"] == {"graph_mergers": ["tp", "vpp", "pp"]}
+    for command in ("run", "compare", "graph", "check"):
+        assert rows[command]["builtin"] and rows[command]["provides"] == {"commands": [command]}
     example = rows["git_commit"]
     assert example["distribution"] == "probe-example-checker"
     assert example["version"] == "0.1.0"

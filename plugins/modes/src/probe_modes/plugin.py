@@ -9,15 +9,16 @@ from __future__ import annotations
 from probe_core import hookimpl  # noqa: F401  (used by the hook implementations below)
 
 
-# -- collection side (data modes) ---------------------------------------------------
-
-
-def _mode_loader(module: str):
+def _loader(module: str):
+    """A spec's ``load``: import ``probe_modes.{module}`` only when the mode/comparator is used."""
     def load():
         import importlib
 
-        return importlib.import_module(f"probe_modes.collect.{module}").load()
+        return importlib.import_module(f"probe_modes.{module}").load()
     return load
+
+
+# -- collection side (data modes) ---------------------------------------------------
 
 
 @hookimpl
@@ -26,25 +27,17 @@ def probe_data_modes():
 
     return [
         DataModeSpec("statistics", "statistics", "Max/Min/Mean/Norm per tensor, computed on device, fetched in batches",
-                     _mode_loader("statistics")),
+                     _loader("collect.statistics")),
         DataModeSpec("md5", "statistics", "statistics plus CRC-32 of the raw bytes (summary_mode md5)",
-                     _mode_loader("md5")),
+                     _loader("collect.md5")),
         DataModeSpec("tensor", "tensor", "statistics plus every tensor saved under dump_tensor_data/",
-                     _mode_loader("tensor")),
+                     _loader("collect.tensor")),
         DataModeSpec("overflow_check", "overflow_check", "only entries whose tensors hold NaN/Inf",
-                     _mode_loader("overflow")),
+                     _loader("collect.overflow")),
     ]
 
 
 # -- compare side (comparators) -------------------------------------------------------
-
-
-def _comparator_loader(module: str):
-    def load():
-        import importlib
-
-        return importlib.import_module(f"probe_modes.{module}").load()
-    return load
 
 
 @hookimpl
@@ -53,8 +46,8 @@ def probe_comparators():
 
     return [
         ComparatorSpec("statistics", "statistics", "Max/Min/Mean/Norm diff and relative error",
-                       _comparator_loader("compare_statistics")),
-        ComparatorSpec("md5", "md5", "CRC-32 of both sides (equal or not)", _comparator_loader("compare_md5")),
+                       _loader("compare_statistics")),
+        ComparatorSpec("md5", "md5", "CRC-32 of both sides (equal or not)", _loader("compare_md5")),
         ComparatorSpec("tensor", "tensor", "Cosine, EucDist, MaxAbsErr, MaxRelativeErr, one/five-thousandth "
-                       "error ratios in float64 from the saved tensors", _comparator_loader("compare_tensor")),
+                       "error ratios in float64 from the saved tensors", _loader("compare_tensor")),
     ]

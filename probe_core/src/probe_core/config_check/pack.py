@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from probe_core.config_check.safezip import checked_members, read_member
+from probe_core.config_check.safezip import checked_members, open_zip, read_member
 from probe_core.errors import CheckError
 
 FORMAT = "probe-config-check"
@@ -76,14 +76,7 @@ def write_pack(path: str | os.PathLike[str], data: PackData, checkers: Mapping[s
 
 def read_pack(path: str | os.PathLike[str]) -> tuple[dict[str, Any], PackData]:
     """(manifest, rank -> checker -> data) of a pack, every member checked before it is read."""
-    try:
-        archive = zipfile.ZipFile(path)
-    except FileNotFoundError:
-        raise CheckError(f"{path}: file not found; pass a pack written by probe check collect") from None
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise CheckError(f"{path}: not a readable zip file ({exc}); "
-                         "pass a pack written by probe check collect") from None
-    with archive:
+    with open_zip(path) as archive:
         members = checked_members(archive, path)
         manifest: dict[str, Any] | None = None
         data: PackData = {}

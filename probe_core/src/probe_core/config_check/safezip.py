@@ -76,6 +76,17 @@ def read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, zip_path: str |
     return b"".join(chunks)
 
 
+def open_zip(zip_path: str | os.PathLike[str]) -> zipfile.ZipFile:
+    """Open a pack, or a clear error naming it."""
+    try:
+        return zipfile.ZipFile(zip_path)
+    except FileNotFoundError:
+        raise CheckError(f"{zip_path}: file not found; pass a pack written by probe check collect") from None
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise CheckError(f"{zip_path}: not a readable zip file ({exc}); "
+                         "pass a pack written by probe check collect") from None
+
+
 def safe_extract(zip_path: str | os.PathLike[str], dest: str | os.PathLike[str], *,
                  max_member_bytes: int = MAX_MEMBER_BYTES,
                  max_total_bytes: int = MAX_TOTAL_BYTES) -> list[Path]:
@@ -83,14 +94,7 @@ def safe_extract(zip_path: str | os.PathLike[str], dest: str | os.PathLike[str],
     dest = Path(dest)
     if dest.exists() or dest.is_symlink():
         raise CheckError(f"{dest}: already exists; unpack into a new folder")
-    try:
-        archive = zipfile.ZipFile(zip_path)
-    except FileNotFoundError:
-        raise CheckError(f"{zip_path}: file not found; pass a pack written by probe check collect") from None
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise CheckError(f"{zip_path}: not a readable zip file ({exc}); "
-                         "pass a pack written by probe check collect") from None
-    with archive:
+    with open_zip(zip_path) as archive:
         members = checked_members(archive, zip_path, max_member_bytes=max_member_bytes,
                                   max_total_bytes=max_total_bytes)
         dest.mkdir(parents=True, exist_ok=False)
