@@ -55,18 +55,25 @@ def print_summary(summaries: Iterable[GraphSummary], output: str, compare: bool)
 
     table = Table(title="probe graph", title_justify="left")
     columns = ["step", "rank", "nodes"] + (["bench nodes", "matched", "errors", "warnings"] if compare else [])
-    columns += ["overflows", "first divergent node" if compare else "first overflow (critical)"]
+    columns += ["overflows"]
     for column in columns:
-        table.add_column(column)
+        table.add_column(column, no_wrap=True)
+    firsts = []  # node names go below the table, whole: a column would cut them
+    label = "first divergent node" if compare else "first overflow (critical)"
     for s in summaries:
         row = [str(s.step), str(s.rank), str(s.nodes)]
         if compare:
             row += [str(s.bench_nodes), str(s.matched), f"[red]{s.errors}[/]" if s.errors else "0",
                     f"[yellow]{s.warnings}[/]" if s.warnings else "0"]
-        row += [str(s.overflows), (s.first_divergent if compare else s.first_overflow) or "-"]
+        row += [str(s.overflows)]
         table.add_row(*row)
+        first = s.first_divergent if compare else s.first_overflow
+        if first:
+            firsts.append(f"step {s.step} rank {s.rank}: {label} [red]{first}[/]")
     console = Console()
     console.print(table)
+    for line in firsts:
+        console.print(line, highlight=False, soft_wrap=True)
     console.print(f"graph file: [bold]{output}[/]  (view it: probe graph --serve {_folder(output)})")
 
 
