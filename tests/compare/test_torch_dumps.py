@@ -20,7 +20,6 @@ from probe_core.plugins import load_registry
 
 from .helpers import read_csv
 
-pytest.importorskip("probe_torch")
 
 SCRIPT = textwrap.dedent("""
     import sys, torch

@@ -7,6 +7,8 @@ page does: load_meta_dir, loadGraphData, loadGraphConfigInfo, getNodeInfo.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import json
 import socket
 import subprocess
@@ -62,26 +64,35 @@ def viewer(tmp_path: Path):
     server = subprocess.Popen(tensorboard_command(logdir, port), stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}{API}"
     try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            try:
-                meta = _get(base, "/load_meta_dir")
-                if meta.get("data"):
-                    break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"TensorBoard did not come up: {(tmp_path / 'tensorboard.log').read_text()}")
-            time.sleep(0.5)
+        meta = _wait_for_viewer(server, base, lambda: (tmp_path / "tensorboard.log").read_text())
         yield base, meta
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(timeout=15)
+        _stop(server)
         log.close()
+
+
+def _wait_for_viewer(server: subprocess.Popen, base: str, log: Callable[[], str]) -> dict:
+    """The viewer's run list once it serves one; fails (with the server's log) after START_TIMEOUT."""
+    deadline = time.monotonic() + START_TIMEOUT
+    while True:
+        try:
+            meta = _get(base, "/load_meta_dir")
+            if meta.get("data"):
+                return meta
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        if server.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"the viewer did not come up: {log()}")
+        time.sleep(0.5)
+
+
+def _stop(server: subprocess.Popen) -> None:
+    server.terminate()
+    try:
+        server.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait(timeout=15)
 
 
 def _meta(run: str, tag: str) -> dict:
@@ -126,24 +137,10 @@ def test_probe_graph_serve_starts_the_viewer_on_loopback(tmp_path: Path) -> None
     server = subprocess.Popen([PROBE, "graph", "--serve", str(out), "--port", str(port)],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            try:
-                meta = _get(f"http://127.0.0.1:{port}{API}", "/load_meta_dir")
-                if meta.get("data"):
-                    break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            assert server.poll() is None and time.monotonic() < deadline, "probe graph --serve did not come up"
-            time.sleep(0.5)
+        meta = _wait_for_viewer(server, f"http://127.0.0.1:{port}{API}", lambda: "(probe graph --serve)")
         assert list(meta["data"]) == ["out"]
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(timeout=15)
+        _stop(server)
     assert f"127.0.0.1:{port}" in server.stdout.read()
 
 
