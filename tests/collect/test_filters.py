@@ -86,7 +86,7 @@ class _Listener:
 
 def test_events_are_emitted(tmp_path):
     from probe_torch.collector import TorchCollector
-    from probe_modes.collect.statistics import StatisticsMode
+    from probe_modes.statistics import StatisticsMode
 
     listener = _Listener()
     registry = load_registry(extra=[("listener", listener)])
@@ -105,7 +105,7 @@ def test_events_are_emitted(tmp_path):
 def test_listing_plugins_and_the_neutral_engine_do_not_import_torch():
     code = ("import sys; from probe_core.plugins import load_registry; r = load_registry(); "
             "import probe_core.collect.driver, probe_core.collect.command, probe_core.collect.debugger; "
-            "import probe_modes.collect.statistics, probe_modes.collect.md5, probe_modes.collect.tensor; "
+            "import probe_modes.statistics, probe_modes.md5, probe_modes.tensor, probe_modes.overflow; "
             "spec = r.collector_for('pytorch'); assert spec.plugin == 'torch'; "
             "assert 'statistics' in r.data_modes; print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

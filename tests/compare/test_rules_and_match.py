@@ -6,14 +6,19 @@ import math
 
 from probe_core.compare.mapping import NameMap, builtin_map, load_mapping
 from probe_core.compare.match import match_entries
-from probe_core.compare.metrics import statistics_metrics
 from probe_core.compare.rules import ERROR, PASS, WARNING, RowResult, divergence, judge_entry
 from probe_core.dump import EntryRef, TensorMeta
+from probe_modes.md5 import Md5Mode
+from probe_modes.statistics import StatisticsMode, statistics_metrics
+from probe_modes.tensor import TensorMode
+
+STATISTICS, MD5, TENSOR = StatisticsMode(), Md5Mode(), TensorMode()
 
 
 def t(name, norm=1.0, mx=1.0, mn=-1.0, mean=0.0, dtype="torch.float32", shape=(2, 2), grad=False, md5="aa"):
     role = "input" if ".input." in name else "parameters" if ".parameters." in name else "output"
-    return TensorMeta(name, role, "torch.Tensor", dtype, shape, mx, mn, mean, norm, grad, md5, None, None, True)
+    raw = {"type": "torch.Tensor", "md5": md5}
+    return TensorMeta(name, role, "torch.Tensor", dtype, shape, mx, mn, mean, norm, grad, raw, None, None, True)
 
 
 def stat_row(a: TensorMeta, b: TensorMeta) -> RowResult:
@@ -23,18 +28,18 @@ def stat_row(a: TensorMeta, b: TensorMeta) -> RowResult:
 def test_statistics_error_when_inputs_agree_and_output_norm_jumps():
     rows = [stat_row(t("X.0.forward.input.0"), t("X.0.forward.input.0")),
             stat_row(t("X.0.forward.output.0", norm=2.0), t("X.0.forward.output.0", norm=1.0))]
-    assert judge_entry("Torch.matmul.0.forward", rows, "statistics") == ERROR
+    assert judge_entry("Torch.matmul.0.forward", rows, STATISTICS) == ERROR
     assert rows[0].result == PASS and rows[1].result == ERROR
     assert "norm relative error 1 > 0.5" in rows[1].err_message
-    assert divergence(rows, "statistics") == "output.0: Norm 2.0 vs 1.0"
+    assert divergence(rows, STATISTICS) == "output.0: Norm 2.0 vs 1.0"
 
 
 def test_statistics_warning_when_output_error_is_ten_times_the_inputs():
     rows = [stat_row(t("X.input.0", norm=1.001), t("X.input.0", norm=1.0)),
             stat_row(t("X.output.0", norm=1.2), t("X.output.0", norm=1.0))]
-    assert judge_entry("Torch.matmul.0.forward", rows, "statistics") == WARNING
+    assert judge_entry("Torch.matmul.0.forward", rows, STATISTICS) == WARNING
     assert "over 10x" in rows[1].err_message
-    assert divergence(rows, "statistics") is None  # the input already differs
+    assert divergence(rows, STATISTICS) is None  # the input already differs
 
 
 def test_row_rules_dtype_shape_requires_grad_scalar_nan():
@@ -43,10 +48,10 @@ def test_row_rules_dtype_shape_requires_grad_scalar_nan():
             RowResult(t("A.output.2", grad=True), t("A.output.2")),
             RowResult(t("A.output.3", mx=math.nan), t("A.output.3")),
             RowResult(t("A.output.4", mx=math.inf), t("A.output.4", mx=math.inf))]
-    scalar_a = TensorMeta("A.input.0", "input", "int", "int", (), 1, 1, 1, 1, None, "x", None, 1, False)
-    scalar_b = TensorMeta("A.input.0", "input", "int", "int", (), 2, 2, 2, 2, None, "y", None, 2, False)
+    scalar_a = TensorMeta("A.input.0", "input", "int", "int", (), 1, 1, 1, 1, None, None, None, 1, False)
+    scalar_b = TensorMeta("A.input.0", "input", "int", "int", (), 2, 2, 2, 2, None, None, None, 2, False)
     rows.append(RowResult(scalar_a, scalar_b))
-    judge_entry("Torch.add.0.forward", rows, "statistics")
+    judge_entry("Torch.add.0.forward", rows, STATISTICS)
     assert [r.result for r in rows] == [ERROR, ERROR, ERROR, ERROR, PASS, ERROR]
     assert "Dtype inconsistent" in rows[0].err_message
     assert "Shape inconsistent" in rows[1].err_message
@@ -59,25 +64,25 @@ def test_md5_rules_and_mindspore_dtype_spelling():
     rows = [RowResult(t("A.input.0", dtype="Float32"), t("A.input.0", dtype="torch.float32")),
             RowResult(t("A.output.0", md5="aa"), t("A.output.0", md5="bb")),
             RowResult(t("A.parameters.weight"), None)]
-    judge_entry("Module.a.Linear.forward.0", rows, "md5")
+    judge_entry("Module.a.Linear.forward.0", rows, MD5)
     assert [r.result for r in rows] == [PASS, ERROR, WARNING]
     assert "CRC-32 differs" in rows[1].err_message and "Parameters only on the target side" in rows[2].err_message
-    assert divergence(rows[:2], "md5").startswith("output.0: CRC-32 aa vs bb")
+    assert divergence(rows[:2], MD5).startswith("output.0: CRC-32 aa vs bb")
 
 
 def test_tensor_rules_thousandth_and_cosine():
     inp = RowResult(t("A.input.0"), t("A.input.0"), {"One Thousandth Err Ratio": 1.0, "Cosine": 1.0})
     out = RowResult(t("A.output.0"), t("A.output.0"), {"One Thousandth Err Ratio": 0.2, "Cosine": 0.8})
-    assert judge_entry("Torch.matmul.0.forward", [inp, out], "tensor") == ERROR
+    assert judge_entry("Torch.matmul.0.forward", [inp, out], TENSOR) == ERROR
     assert "One Thousandth" in out.err_message and "Cosine drops" in out.err_message
 
 
 def test_exemptions_redundant_and_placeholder_apis():
     rows = [RowResult(t("A.output.0", md5="aa"), t("A.output.0", md5="bb"))]
-    assert judge_entry("Tensor.to.0.forward", rows, "md5") == PASS
+    assert judge_entry("Tensor.to.0.forward", rows, MD5) == PASS
     rows = [stat_row(t("A.input.0"), t("A.input.0")),
             stat_row(t("A.output.0", norm=3.0), t("A.output.0", norm=1.0))]
-    assert judge_entry("Distributed._all_gather_base.0.forward", rows, "statistics") == PASS
+    assert judge_entry("Distributed._all_gather_base.0.forward", rows, STATISTICS) == PASS
 
 
 def refs(names):
@@ -130,8 +135,8 @@ def test_layer_mapping_yaml(tmp_path):
 
 
 def test_a_differing_scalar_argument_makes_the_op_the_divergence():
-    scalar = lambda v: TensorMeta("M.input.1", "input", "float", "float", (), v, v, v, v, None, "c", None, v, False)  # noqa: E731
+    scalar = lambda v: TensorMeta("M.input.1", "input", "float", "float", (), v, v, v, v, None, None, None, v, False)  # noqa: E731
     rows = [stat_row(t("M.input.0"), t("M.input.0")), RowResult(scalar(1.01), scalar(1.0)),
             stat_row(t("M.output.0", norm=1.01), t("M.output.0", norm=1.0))]
-    reason = divergence(rows, "statistics")
+    reason = divergence(rows, STATISTICS)
     assert reason.startswith("output.0: Norm 1.01 vs 1.0") and "non-tensor argument differs: input.1" in reason

@@ -96,8 +96,8 @@ def test_plugin_module_does_not_import_torch():
     code = ("import sys; from probe_config_check import plugin; "
             "assert [s.name for s in plugin.probe_checkers()] == "
             "['env','pip','hyperparameters','weights','dataset','random']; "
-            "from probe_core.config_check import ConfigChecker; "
-            "import probe_core.config_check.command, probe_core.config_check.ckpt; "
+            "from probe_config_check import ConfigChecker; "
+            "import probe_config_check.command, probe_config_check.ckpt; "
             "print('torch' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"

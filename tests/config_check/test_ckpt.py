@@ -180,7 +180,7 @@ def test_missing_and_mismatched_parameters_are_reported(tmp_path):
 
 def test_virtual_pipeline_chunks_and_experts_get_global_numbers():
     """PP=2 x VPP=2 with one layer per chunk: chunk c of stage s holds global layer c*2 + s; EP=2 x 2 experts."""
-    from probe_core.config_check.ckpt_loaders import _merge_shards
+    from probe_config_check.ckpt_loaders import _merge_shards
 
     local = {(0, stage, 0): {chunk: {"decoder.layers.0.norm.weight": np.array([chunk * 2.0 + stage])}
                              for chunk in (0, 1)} for stage in (0, 1)}

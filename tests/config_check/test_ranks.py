@@ -11,7 +11,7 @@ from tests.config_check.conftest import clean_env, run_probe
 
 SCRIPT = """
 import sys
-from probe_core.config_check import ConfigChecker
+from probe_config_check import ConfigChecker
 ConfigChecker(None, shell_path=sys.argv[2], output_zip_path=sys.argv[1])
 """
 

@@ -9,8 +9,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from probe_core.config_check.pack import read_pack, write_pack
-from probe_core.config_check.safezip import safe_extract
+from probe_config_check.pack import read_pack, write_pack
+from probe_config_check.safezip import safe_extract
 from probe_core.errors import CheckError
 
 from tests.config_check.conftest import run_probe

@@ -71,6 +71,18 @@ def write_dist(root: Path, dist: str, ep_name: str, module: str, code: str) -> P
     return folder
 
 
+def fake_plugin(site: Path, dist: str, ep_name: str, module: str, code: str) -> Path:
+    """An installed plugin without pip: ``module`` plus a ``*.dist-info`` (METADATA, entry_points.txt
+    declaring ``ep_name`` in group ``probe``) in ``site``; put ``site`` on PYTHONPATH to install it."""
+    (site / module).mkdir(parents=True)
+    (site / module / "__init__.py").write_text(textwrap.dedent(code))
+    info = site / f"{dist.replace('-', '_')}-1.2.3.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.2.3\n")
+    (info / "entry_points.txt").write_text(f"[probe]\n{ep_name} = {module}\n")
+    return site
+
+
 def pip_install_target(target: Path, *sources: Path) -> None:
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import csv
 import inspect
+import json
 import re
 from pathlib import Path
 
+from tests.core.conftest import fake_plugin
+
 from probe_core import __version__, hookspecs
+from probe_core.cli import _prescan
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "plugins.md"
+DUMP = Path(__file__).resolve().parents[1] / "fixtures" / "msprobe_pytorch_stat_mix"
 
 
 def test_version_and_help(run_probe):
@@ -35,6 +41,81 @@ def test_plugin_command_and_config_section_from_a_third_party(plugin_site, run_p
     done = run_probe("plugins", "-c", str(config), site=plugin_site)
     assert done.returncode == 2
     assert 'key "hello.greeting": expected a string, got 3 (number)' in done.stderr
+
+
+def test_prescan_finds_config_anywhere_but_in_a_training_scripts_arguments():
+    assert _prescan(["compare", "A", "B", "-o", "out", "-c", "cfg.json"]) == ("cfg.json", False, False)
+    assert _prescan(["check", "collect", "-d", "train.py", "--config=cfg.json"]) == ("cfg.json", False, False)
+    assert _prescan(["--trace-plugins", "graph", "-tp", "A", "-ccfg.json", "--debug"]) == ("cfg.json", True, True)
+    # everything after the script of `probe run` is the script's, its own -c included
+    assert _prescan(["run", "-c", "probe.json", "--task", "tensor", "train.py", "-c", "mine.json"])[0] == "probe.json"
+    assert _prescan(["run", "--level", "L1", "train", "-c", "mine.json", "--debug"]) == (None, False, False)
+    assert _prescan(["run", "train.py", "--", "-c", "x"]) == (None, False, False)
+
+
+def test_every_command_takes_a_config(plugin_site, run_probe):
+    commands = re.findall(r"^    (\w+)\s", run_probe("--help", site=plugin_site).stdout, flags=re.M)
+    assert {"plugins", "compare", "graph", "run", "check", "hello"} <= set(commands)
+    for command in [[c] for c in commands if c != "check"] + [["check", "collect"], ["check", "compare"]]:
+        done = run_probe(*command, "--help", site=plugin_site)
+        assert done.returncode == 0 and "-c CONFIG, --config CONFIG" in done.stdout, command
+
+
+ABSMEAN = """
+    from probe_core import hookimpl
+    from probe_core.specs import ComparatorSpec
+
+    class AbsMean:
+        columns = ("AbsMeanDiff",)
+
+        def compare(self, pair):
+            return {"AbsMeanDiff": abs(pair.npu.mean - pair.bench.mean) if pair.npu.is_tensor else None}
+
+    @hookimpl
+    def probe_comparators():
+        return [ComparatorSpec("absmean", "statistics", "|mean difference|", AbsMean)]
+"""
+
+
+def test_compare_honours_the_config_plugins_section(run_probe, tmp_path):
+    site = fake_plugin(tmp_path / "site", "probe-test-absmean", "absmean", "probe_test_absmean", ABSMEAN)
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"plugins": {"disable": ["absmean"]}}))
+
+    def header(out: Path) -> list[str]:
+        with (out / "compare_result_rank0_step0.csv").open(newline="") as f:
+            return next(csv.reader(f))
+
+    args = ("compare", str(DUMP), str(DUMP / "step0" / "proc11440"), "--no-xlsx", "--quiet")
+    done = run_probe(*args, "-o", str(tmp_path / "with"), site=site)
+    assert done.returncode == 0, done.stderr
+    assert header(tmp_path / "with")[-1] == "AbsMeanDiff"
+    done = run_probe(*args, "-o", str(tmp_path / "without"), "-c", str(config), site=site)  # -c after positionals
+    assert done.returncode == 0, done.stderr
+    assert "AbsMeanDiff" not in header(tmp_path / "without")
+
+
+def test_tracing_shows_every_hook_call_on_stderr(run_probe):
+    for how in ({"env": {"PROBE_DEBUG": "1"}}, {"args": ("--trace-plugins",)}):
+        done = run_probe(*how.get("args", ()), "plugins", "--json", env=how.get("env"))
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)  # stdout stays clean
+        assert "  probe_commands [hook]" in done.stderr and "  plugin 'core' [hook]" in done.stderr
+        assert "finish probe_commands --> [[CommandSpec(name='plugins'" in done.stderr
+    quiet = run_probe("plugins", "--json")
+    assert "[hook]" not in quiet.stderr
+
+
+def test_probe_plugins_table_shows_hooks(plugin_site, run_probe):
+    done = run_probe("plugins", site=plugin_site)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    header = next(line for line in lines if "distribution" in line)
+    assert re.search(r"status\s*\W\s*hooks\s*\W\s*provides", header)
+    hello = next(line for line in lines if line.strip("│ ").startswith("hello"))
+    assert "commands, config_sections" in hello
+    git_commit = next(line for line in lines if line.strip("│ ").startswith("git_commit"))
+    assert re.search(r"enabled\s*│\s*checkers\s*│\s*checkers: git_commit", git_commit)
 
 
 def _hook_names() -> list[str]:

@@ -88,7 +88,7 @@ MALFORMED = [
     ({"dump_path": ""}, 'key "dump_path": must be a non-empty folder path'),
     ({"dump_path": 5}, 'key "dump_path": expected a string, got 5 (number)'),
     ({"statistics": {"summary_mode": "md6"}},
-     'key "statistics.summary_mode": "md6" is not allowed; allowed values: "statistics", "md5"'),
+     'key "statistics.summary_mode": "md6" is not allowed; allowed values: "md5", "statistics"'),
     ({"statistics": {"summery_mode": "md5"}}, 'unknown key "summery_mode" in section "statistics"; did you mean "summary_mode"?'),
     ({"taks": "statistics"}, 'unknown key "taks" at the top level; did you mean "task"?'),
     ({"statistics": {"data_mode": ["forwards"]}},
@@ -101,7 +101,7 @@ MALFORMED = [
     ({"plugins": ["x"]}, 'key "plugins": must be an object like {"disable": ["name"], "enable": []}, not list'),
     ({"plugins": {"disable": "x"}}, 'key "plugins.disable": must be a list of plugin names'),
     ({"plugins": {"disabled": []}}, 'unknown key "disabled" in section "plugins"; did you mean "disable"?'),
-    ({"plugins": {"disable": ["nope"]}}, 'config "plugins.disable": unknown plugin \'nope\'; installed plugins: '),
+    ({"plugins": {"enable": ["nope"]}}, 'config "plugins.enable": unknown plugin \'nope\'; installed plugins: '),
     ({"level": True}, 'key "level": expected a string, got true (boolean)'),
 ]
 
@@ -110,7 +110,9 @@ MALFORMED = [
 def test_malformed_config_gets_a_specific_message(tmp_path, data, expected):
     path = _write(tmp_path, data)
     with pytest.raises(Exception) as info:
-        load_config(path, registry=None if "plugins" in str(data) else load_registry(autoload=False))
+        # summary modes come from the data-mode plugins: checked against the installed ones
+        autoload = "plugins" in str(data) or "summary_mode" in str(data)
+        load_config(path, registry=None if autoload else load_registry(autoload=False))
     assert isinstance(info.value, (ConfigError,)) or type(info.value).__name__ == "PluginError"
     text = str(info.value)
     assert expected in text
@@ -143,6 +145,30 @@ def test_plugins_contribute_config_sections(tmp_path):
     assert config.sections["my_checker"] == {"threshold": 0.1, "mode": "fast"}
     with pytest.raises(ConfigError, match='key "my_checker.mode": "medium" is not allowed; allowed values: "fast", "slow"'):
         load_config(_write(tmp_path, {"my_checker": {"mode": "medium"}}), registry=registry)
+
+
+def test_one_registry_per_process_for_cli_and_load_config(tmp_path, monkeypatch, capsys):
+    from probe_core import plugins
+    from probe_core.cli import main
+    from probe_core.plugins import PluginSelection, current_registry
+
+    monkeypatch.delenv("PROBE_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    shared = current_registry()
+    disabling = current_registry(PluginSelection(disable=("parallel_merge",)))
+    assert disabling is not shared and current_registry(PluginSelection()) is shared
+
+    def no_second_build(*args, **kwargs):
+        raise AssertionError("a second registry was built in this process")
+
+    monkeypatch.setattr(plugins, "load_registry", no_second_build)
+    assert main(["plugins", "--json"]) == 0
+    assert {row["name"] for row in json.loads(capsys.readouterr().out)} == {p.name for p in shared.plugins}
+    assert load_config(_write(tmp_path, {"task": "statistics"}))[1] is shared
+    path = _write(tmp_path, {"plugins": {"disable": ["parallel_merge"]}})
+    assert load_config(path)[1] is disabling
+    assert main(["plugins", "--json", "-c", str(path)]) == 0
+    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+    assert rows["parallel_merge"]["status"] == "disabled"
 
 
 def test_cli_reports_config_errors_as_one_red_line(tmp_path, run_probe):

@@ -9,7 +9,7 @@ import types
 import warnings
 
 import pytest
-from tests.core.conftest import pip_install_target, write_dist
+from tests.core.conftest import fake_plugin, pip_install_target, write_dist
 
 from probe_core import hookimpl
 from probe_core.errors import PluginError
@@ -46,16 +46,19 @@ def test_probe_plugins_lists_builtins_and_third_party(plugin_site, plugins_json)
     rows = plugins_json(site=plugin_site)
     assert rows["core"]["distribution"] == "probe-core" and rows["core"]["builtin"] is True
     assert "plugins" in rows["core"]["provides"]["commands"]
-    assert rows["modes"]["distribution"] == "probe-modes"
+    for mode in ("statistics", "md5", "tensor", "overflow_check"):  # each data mode is its own plugin
+        assert rows[mode]["distribution"] == "probe-modes" and rows[mode]["provides"]["data_modes"] == [mode]
     # one built-in plugin at least for every family of the hookspecs
     families = {family for row in rows.values() if row["status"] == "enabled" for family in row["provides"]}
     assert families == {"collectors", "data_modes", "comparators", "checkers", "graph_mergers", "commands"}
     assert rows["torch"]["provides"] == {"collectors": ["torch"]}
     assert rows["mindspore"]["provides"] == {"collectors": ["mindspore"]}
-    assert set(rows["modes"]["provides"]["comparators"]) == {"statistics", "md5", "tensor"}
+    assert {name for mode in ("statistics", "md5", "tensor") for name in rows[mode]["provides"]["comparators"]} \
+        == {"statistics", "md5", "tensor"}
     assert rows["parallel_merge"]["provides"] == {"graph_mergers": ["tp", "vpp", "pp"]}
-    for command in ("run", "compare", "graph", "check"):
+    for command in ("run", "compare", "graph"):
         assert rows[command]["builtin"] and rows[command]["provides"] == {"commands": [command]}
+    assert rows["config_check"]["provides"]["commands"] == ["check"] and not rows["config_check"]["builtin"]
     example = rows["git_commit"]
     assert example["distribution"] == "probe-example-checker"
     assert example["version"] == "0.1.0"
@@ -100,12 +103,27 @@ def test_disabled_plugin_is_never_imported(plugin_site, plugins_json, run_probe,
     assert "failed to load" not in done.stderr
 
 
-def test_config_naming_an_unknown_plugin_lists_installed_ones(plugin_site, run_probe, tmp_path):
+def test_disabling_an_unknown_plugin_is_a_warning(plugin_site, run_probe, tmp_path):
+    # one config.json is shared between machines with different plugins installed
     config = tmp_path / "config.json"
-    config.write_text(json.dumps({"plugins": {"disable": ["git_comit"]}}))
+    config.write_text(json.dumps({"plugins": {"disable": ["git_comit", "broken"]}}))
+    done = run_probe("plugins", "--json", "-c", str(config), site=plugin_site)
+    assert done.returncode == 0, done.stderr
+    assert "warning: config \"plugins.disable\": unknown plugin 'git_comit'" in done.stderr
+    assert "installed plugins: " in done.stderr and "git_commit" in done.stderr
+    rows = {row["name"]: row for row in json.loads(done.stdout)}
+    assert rows["broken"]["status"] == "disabled" and rows["git_commit"]["status"] == "enabled"
+    with pytest.warns(ProbeWarning, match="\"plugins.disable\": unknown plugin 'nope'.*installed plugins: .*core"):
+        registry = load_registry(PluginSelection(disable=("nope",)), autoload=False)
+    assert registry.info("core").status == "enabled"
+
+
+def test_enabling_an_unknown_plugin_is_an_error_listing_installed_ones(plugin_site, run_probe, tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"plugins": {"enable": ["git_comit"]}}))
     done = run_probe("plugins", "-c", str(config), site=plugin_site)
     assert done.returncode == 2
-    assert "unknown plugin 'git_comit'" in done.stderr
+    assert "config \"plugins.enable\": unknown plugin 'git_comit'; installed plugins: " in done.stderr
     assert "git_commit" in done.stderr and "core" in done.stderr
     assert "Traceback" not in done.stderr
 
@@ -120,7 +138,7 @@ def test_autoload_switch_loads_only_builtins_and_enabled(plugin_site, plugins_js
     rows = plugins_json(site=plugin_site, env=env)
     assert rows["core"]["status"] == "enabled"
     assert rows["git_commit"]["status"] == "not loaded"
-    assert rows["modes"]["status"] == "not loaded"
+    assert rows["statistics"]["status"] == rows["md5"]["status"] == "not loaded"
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"plugins": {"enable": ["git_commit"]}}))
     rows = plugins_json("-c", str(config), site=plugin_site, env=env)
@@ -202,6 +220,74 @@ def test_events_run_in_name_order_and_a_raising_plugin_is_muted():
         registry.emit("probe_on_record", name="Torch.add.1.forward", entry={}, step=1, rank=0)
     assert calls == ["aa:Torch.add.0.forward:1:0", "zz:Torch.add.0.forward:1:0",
                      "aa:Torch.add.1.forward:1:0", "zz:Torch.add.1.forward:1:0"]
+    registry.unmute()  # a new collection run in this process (the registry is shared): the plugin is called again
+    with pytest.warns(ProbeWarning, match="plugin 'mm' raised in probe_on_record"):
+        registry.emit("probe_on_record", name="Torch.add.2.forward", entry={}, step=2, rank=0)
+
+
+def test_event_callers_are_pluggy_hook_callers_built_once_and_traced(capsys, monkeypatch):
+    calls: list[str] = []
+    plugins = [("aa", _plugin("aa", probe_on_step_end=lambda step, rank, dump_dir: calls.append(f"aa:{step}"))),
+               ("bb", _plugin("bb", probe_on_step_end=lambda step: calls.append(f"bb:{step}")))]
+    registry = load_registry(extra=plugins, autoload=False)
+    callers = registry.callers("probe_on_step_end")
+    assert [name for name, _ in callers] == ["aa", "bb"]
+    assert registry.callers("probe_on_step_end") is callers  # built once, not per event
+    registry.enable_tracing()
+    registry.emit("probe_on_step_end", step=3, rank=0, dump_dir="d")
+    assert calls == ["aa:3", "bb:3"]
+    err = capsys.readouterr().err
+    assert "probe_on_step_end [hook]" in err and "plugin 'aa' [hook]" in err and "plugin 'bb' [hook]" in err
+    assert "finish probe_on_step_end --> [] [hook]" in err
+    monkeypatch.setenv("PROBE_DEBUG", "1")  # every registry traces, its registration hooks included
+    registry = load_registry(extra=plugins, autoload=False)
+    assert "plugins" in registry.commands
+    assert "probe_commands [hook]" in capsys.readouterr().err
+
+
+MISSPELLED = """
+    from probe_core import hookimpl
+    from probe_core.specs import ComparatorSpec
+
+    @hookimpl
+    def probe_comparator():  # missing "s": pluggy alone would accept it and never call it
+        return [ComparatorSpec("typo", "statistics", "never registered", load=lambda: None)]
+
+    @hookimpl
+    def probe_checkers():
+        return []
+"""
+
+
+def test_misspelled_hook_fails_its_plugin_and_names_plugin_and_hook():
+    typo = _plugin("typo", probe_comparator=lambda: [], probe_checkers=lambda: [_checker("typo_check")])
+    good = _plugin("good", probe_checkers=lambda: [_checker("fine")])
+    expected = "unknown hook 'probe_comparator' (no such hook; did you mean 'probe_comparators'?)"
+    with pytest.warns(ProbeWarning) as caught:
+        registry = load_registry(extra=[("typo", typo), ("good", good)], autoload=False)
+    assert [str(w.message) for w in caught] == [f"plugin 'typo' (distribution '(in-process)') failed to load: {expected}"]
+    info = registry.info("typo")
+    assert info.status == "failed" and info.error == expected and info.hooks == ()
+    assert not registry.pm.has_plugin("typo")  # none of its hooks runs, the correct ones included
+    assert list(registry.checkers) == ["fine"]  # the rest of probe keeps working
+    far = _plugin("far", probe_frobnicate=lambda: [])
+    with pytest.warns(ProbeWarning, match="unknown hook 'probe_frobnicate' \\(no such hook; the hooks are probe_checkers"):
+        assert load_registry(extra=[("far", far)], autoload=False).info("far").status == "failed"
+
+
+def test_misspelled_hook_in_an_installed_plugin_is_shown_by_probe_plugins(run_probe, tmp_path):
+    site = fake_plugin(tmp_path / "site", "probe-test-typo", "typo", "probe_test_typo", MISSPELLED)
+    done = run_probe("plugins", "--json", site=site)
+    assert done.returncode == 0, done.stderr
+    rows = {row["name"]: row for row in json.loads(done.stdout)}
+    expected = "unknown hook 'probe_comparator' (no such hook; did you mean 'probe_comparators'?)"
+    assert rows["typo"]["status"] == "failed" and rows["typo"]["error"] == expected
+    assert rows["typo"]["distribution"] == "probe-test-typo" and rows["typo"]["version"] == "1.2.3"
+    assert rows["typo"]["provides"] == {}
+    assert f"warning: plugin 'typo' (distribution 'probe-test-typo') failed to load: {expected}" in done.stderr
+    assert rows["core"]["status"] == "enabled"
+    table = run_probe("plugins", site=site)
+    assert table.returncode == 0 and "failed" in table.stdout and "did you mean 'probe_comparators'?" in table.stdout
 
 
 def test_duplicate_command_names_are_an_error():

@@ -16,6 +16,7 @@ from probe_core.config import (
     LEGACY_TASKS,
     LEVELS,
     RUNNABLE_TASKS,
+    SUMMARY_MODE_DEFAULT,
     TOP,
     check_dump_path,
     check_ids,
@@ -61,7 +62,7 @@ def probe_config_sections() -> list[ConfigSectionSpec]:
             ConfigKey("acl_config", str, ""),
         ), description="common keys"),
         ConfigSectionSpec("statistics", _filters() + (
-            ConfigKey("summary_mode", (str, list), "statistics", check=check_summary_mode),
+            ConfigKey("summary_mode", (str, list), SUMMARY_MODE_DEFAULT, check=check_summary_mode),
             ConfigKey("tensor_list", list, [], check=check_names),
             ConfigKey("device", str, "device", choices=("device", "host")),
             ConfigKey("precision", str, "high", choices=("high", "low")),
@@ -88,8 +89,7 @@ def probe_config_sections() -> list[ConfigSectionSpec]:
 
 def _configure_plugins(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    parser.add_argument("-c", "--config", metavar="CONFIG",
-                        help='config.json whose "plugins" section enables/disables plugins')
+    # -c/--config: the CLI gives it to every command
 
 
 def plugins_report(registry: Any) -> list[dict[str, Any]]:
@@ -106,6 +106,7 @@ def plugins_report(registry: Any) -> list[dict[str, Any]]:
 def _run_plugins(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     if args.config:  # the whole file must be valid, not only its "plugins" section
         load_config(args.config, registry=args.registry)
@@ -114,15 +115,16 @@ def _run_plugins(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
         return 0
     table = Table(title="probe plugins")
-    for column in ("name", "distribution", "version", "status", "provides"):
+    for column in ("name", "distribution", "version", "status", "hooks", "provides"):
         table.add_column(column)
     colours = {"enabled": "green", "disabled": "yellow", "failed": "red", "not loaded": "dim"}
     for row in report:
+        hooks = ", ".join(hook.removeprefix("probe_") for hook in row["hooks"])
         provides = "; ".join(f"{family}: {', '.join(names)}" for family, names in row["provides"].items())
         if row["error"]:
             provides = row["error"]
         status = f"[{colours[row['status']]}]{row['status']}[/]"
-        table.add_row(row["name"], row["distribution"], row["version"], status, provides)
+        table.add_row(row["name"], row["distribution"], row["version"], status, hooks, Text(provides))
     Console().print(table)
     return 0
 

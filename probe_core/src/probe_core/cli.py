@@ -2,9 +2,11 @@
 
 Plugins are loaded before the parser is built (their commands are part of
 it), so the config file that may disable plugins is found by a pre-scan of
-the arguments: the first ``-c``/``--config`` before ``--`` or the script of
-``probe run``. Every :class:`~probe_core.errors.ProbeError` becomes red lines
-on stderr and exit code 2; ``--debug`` shows the traceback instead.
+the arguments: the first ``-c``/``--config`` anywhere before ``--`` or the
+script of ``probe run`` (the script's own arguments are never read). Every
+command takes ``-c``. Every :class:`~probe_core.errors.ProbeError` becomes
+red lines on stderr and exit code 2; ``--debug`` shows the traceback
+instead; ``--trace-plugins`` (or ``PROBE_DEBUG=1``) traces every hook call.
 """
 
 from __future__ import annotations
@@ -19,21 +21,46 @@ from probe_core.errors import ProbeError
 from probe_core.plugins import ProbeWarning
 
 CONFIG_FLAGS = ("-c", "--config", "--config-path")
+CONFIG_HELP = ('config.json whose "plugins" section enables/disables plugins; '
+               "other keys are validated when the command reads them")
+#: Options of ``probe run`` that take no value (every other one does).
+_FLAGS = ("-h", "--help", "--debug", "--trace-plugins")
 
 
-def _prescan(argv: Sequence[str]) -> tuple[str | None, bool]:
-    """(config path, debug) from the arguments that belong to probe itself."""
-    config, debug = None, False
-    for i, token in enumerate(argv):
-        if token == "--" or token.endswith(".py"):
+def _prescan(argv: Sequence[str]) -> tuple[str | None, bool, bool]:
+    """(config path, debug, trace) from the arguments that belong to probe itself.
+
+    Scans every token up to ``--``; for ``probe run`` it stops at the script
+    (the first positional after ``run``, or any ``*.py``): what follows is
+    the script's own, ``-c`` included.
+    """
+    config, debug, trace = None, False, False
+    command = None
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--" or (command == "run" and token.endswith(".py")):
             break
         if token == "--debug":
             debug = True
-        elif config is None and token in CONFIG_FLAGS and i + 1 < len(argv):
-            config = argv[i + 1]
-        elif config is None and token.startswith(("--config=", "--config-path=")):
-            config = token.split("=", 1)[1]
-    return config, debug
+        elif token == "--trace-plugins":
+            trace = True
+        elif token in CONFIG_FLAGS:
+            if config is None and i + 1 < len(argv):
+                config = argv[i + 1]
+            i += 1
+        elif token.startswith(("--config=", "--config-path=")):
+            config = config or token.split("=", 1)[1]
+        elif token.startswith("-c") and len(token) > 2 and not token.startswith("--"):
+            config = config or token[2:]  # -cconfig.json
+        elif not token.startswith("-"):
+            if command == "run":
+                break  # the script
+            command = command or token
+        elif command == "run" and "=" not in token and token not in _FLAGS:
+            i += 1  # the value of a `probe run` option (--task T, --level L, ...)
+        i += 1
+    return config, debug, trace
 
 
 def build_parser(registry) -> argparse.ArgumentParser:
@@ -44,14 +71,30 @@ def build_parser(registry) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"probe {__version__}")
     parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
+    parser.add_argument("--trace-plugins", action="store_true",
+                        help="trace every plugin hook call and its result on stderr (or set PROBE_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for spec in registry.commands.values():
         command = sub.add_parser(spec.name, help=spec.help, description=spec.help)
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                              help="show full tracebacks on errors")
+        command.add_argument("--trace-plugins", action="store_true", default=argparse.SUPPRESS,
+                             help=argparse.SUPPRESS)
         spec.configure(command)
+        _add_config_option(command)
         command.set_defaults(_run=spec.run)
     return parser
+
+
+def _add_config_option(parser: argparse.ArgumentParser) -> None:
+    """Give ``parser`` ``-c/--config`` unless the command defined it; a command with subcommands
+    (``probe check collect``) gets it on each subcommand, where argparse reads it."""
+    actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if actions:
+        for child in {id(p): p for a in actions for p in a.choices.values()}.values():
+            _add_config_option(child)
+    elif not {"-c", "--config"} & set(parser._option_string_actions):
+        parser.add_argument("-c", "--config", metavar="CONFIG", help=CONFIG_HELP)
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
@@ -70,15 +113,17 @@ def _stderr():
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the exit code."""
     from probe_core.config import plugin_selection, read_config
-    from probe_core.plugins import load_registry
+    from probe_core.plugins import current_registry
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    config, debug = _prescan(argv)
+    config, debug, trace = _prescan(argv)
     previous = warnings.showwarning
     warnings.showwarning = _show_warning
     try:
         selection = plugin_selection(read_config(config), config) if config else None
-        registry = load_registry(selection)
+        registry = current_registry(selection)
+        if trace:
+            registry.enable_tracing()
         parser = build_parser(registry)
         args = parser.parse_args(argv)
         if not getattr(args, "_run", None):

@@ -22,7 +22,8 @@ from types import MappingProxyType
 from typing import Any
 
 from probe_core.errors import ConfigError
-from probe_core.plugins import PluginSelection, ProbeWarning, Registry, load_registry
+from probe_core.modes import validate_summary_mode
+from probe_core.plugins import PluginSelection, ProbeWarning, Registry, current_registry
 from probe_core.specs import ConfigKey, ConfigSectionSpec
 
 TOP = ""  # the section name of top-level keys
@@ -31,6 +32,7 @@ TOP = ""  # the section name of top-level keys
 RUNNABLE_TASKS = ("statistics", "tensor", "overflow_check", "structure")
 LEGACY_TASKS = ("free_benchmark", "run_ut", "grad_probe", "acc_check", "exception_dump")
 LEVELS = ("L0", "L1", "mix", "debug")
+SUMMARY_MODE_DEFAULT = "statistics"
 DATA_MODES = ("all", "forward", "backward", "input", "output")
 
 
@@ -68,8 +70,11 @@ class ProbeConfig:
         return tuple(self.option("data_mode", ("all",)))
 
     @property
-    def summary_mode(self) -> Any:
-        return self.option("summary_mode", "statistics")
+    def summary_mode(self) -> str:
+        """The ``summary_mode`` that selects the data mode; msprobe's list form (a subset of the
+        statistics) selects the default one."""
+        value = self.option("summary_mode", SUMMARY_MODE_DEFAULT)
+        return value if isinstance(value, str) else SUMMARY_MODE_DEFAULT
 
 
 # -- reading ------------------------------------------------------------------
@@ -136,10 +141,12 @@ def load_config(
     source = str(path) if path is not None else "<arguments>"
     overrides = {k: v for k, v in overrides.items() if v is not None}
     if registry is None:
-        registry = load_registry(plugin_selection(raw, source))
+        registry = current_registry(plugin_selection(raw, source))
     sections = registry.config_sections
     raw = _apply_overrides(raw, overrides, sections)
-    return validate_config(raw, sections, source), registry
+    config = validate_config(raw, sections, source)
+    validate_summary_mode(config, registry)
+    return config, registry
 
 
 def _apply_overrides(raw: dict[str, Any], overrides: dict[str, Any],
@@ -322,9 +329,9 @@ def check_names(value: list[Any]) -> str | None:
 
 
 def check_summary_mode(value: Any) -> str | None:
+    """A name (the data modes installed decide which, when a collection starts) or msprobe's list of statistics."""
     if isinstance(value, str):
-        return None if value in ("statistics", "md5") else \
-            f'{json.dumps(value)} is not allowed; allowed values: "statistics", "md5"'
+        return None if value.strip() else "must name a summary mode (\"probe plugins\" lists the data modes)"
     stats = ("max", "min", "mean", "l2norm")
     wrong = [v for v in value if v not in stats]
     if wrong or not value:

@@ -51,20 +51,27 @@ def probe_collectors() -> list[CollectorSpec]:
 
 @hookspec
 def probe_data_modes() -> list[DataModeSpec]:
-    """Register data modes (how one tensor becomes a record entry).
+    """Register data modes: everything a mode is, from collection to the graph.
 
     Called once per registry build. Return
-    :class:`~probe_core.specs.DataModeSpec` objects; their logic must be
-    framework-neutral, using only the tensor operations the collector supplies.
+    :class:`~probe_core.specs.DataModeSpec` objects whose ``load`` returns a
+    :class:`probe_core.modes.DataMode`: how a tensor becomes a record
+    (framework-neutral, through the collector's tensor operations), how a
+    dump is recognised as the mode, which config values select it
+    (``tasks``, ``summary_modes``), its compare verdicts and its graph
+    legend. Its metric columns come from comparators registered for it.
     """
 
 
 @hookspec
 def probe_comparators() -> list[ComparatorSpec]:
-    """Register comparators for matched dump entries of one data mode.
+    """Register comparators for matched dump entries of one data mode: columns and, optionally, verdicts.
 
-    Called once per registry build, by ``probe compare`` and ``probe graph``.
-    Return :class:`~probe_core.specs.ComparatorSpec` objects.
+    Called once per registry build; ``probe compare`` and ``probe graph``
+    both run them through one judge, so a comparator's column and verdict
+    show in the CSV, the XLSX and the ``.vis.db``. Return
+    :class:`~probe_core.specs.ComparatorSpec` objects (the object ``load``
+    returns is described in :mod:`probe_core.compare.comparator`).
     """
 
 
@@ -84,7 +91,9 @@ def probe_graph_mergers() -> list[GraphMergerSpec]:
     """Register graph mergers for parallel layouts (tp, pp, vpp, ...).
 
     Called once per registry build, by ``probe graph`` when a parallel
-    layout is given. Return :class:`~probe_core.specs.GraphMergerSpec` objects.
+    layout is given. Return :class:`~probe_core.specs.GraphMergerSpec`
+    objects; every merger runs in ``(priority, name)`` order as
+    ``merge(graphs, layout) -> graphs`` (see :mod:`probe_core.graph.merge`).
     """
 
 

@@ -1,19 +1,23 @@
 """Finding, loading and asking plugins.
 
 Nothing here runs at ``import probe_core``: a :class:`Registry` is built on
-demand by :func:`load_registry` (inside CLI commands and
-``PrecisionDebugger``). Entry points of group ``probe`` are listed from
-package metadata without importing them; a plugin the user disabled is
-blocked before its module is imported; a plugin that fails to import is
-reported and skipped.
+demand, once per process and plugin selection, by :func:`current_registry`
+(CLI commands, ``load_config``/``PrecisionDebugger``, worker processes);
+:func:`load_registry` builds a fresh one (tests, embedding applications).
+Entry points of group ``probe`` are listed from package metadata without
+importing them; a plugin the user disabled is blocked before its module is
+imported; a plugin that fails to import, or implements a hook no hookspec
+declares, is reported and skipped. ``PROBE_DEBUG=1`` traces every hook call.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import importlib
 import importlib.metadata as md
 import os
+import sys
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -28,11 +32,12 @@ from probe_core.specs import SPEC_FAMILIES, CollectorSpec, ConfigSectionSpec
 
 ENTRY_POINT_GROUP = "probe"
 AUTOLOAD_ENV = "PROBE_DISABLE_PLUGIN_AUTOLOAD"
+DEBUG_ENV = "PROBE_DEBUG"  # "1": trace every hook call and its result on stderr
+_TRUE = {"1", "true", "yes", "on"}
 
 #: Plugins that ship inside probe-core and are registered like any other.
 BUILTIN_PLUGINS: Mapping[str, str] = {
     "core": "probe_core.builtin",
-    "check": "probe_core.config_check.command",
     "graph": "probe_core.graph.command",
     "compare": "probe_core.compare.command",
     "run": "probe_core.collect.command",
@@ -77,7 +82,12 @@ class _Candidate:
 
 
 def autoload_enabled() -> bool:
-    return os.environ.get(AUTOLOAD_ENV, "").strip().lower() not in {"1", "true", "yes", "on"}
+    return os.environ.get(AUTOLOAD_ENV, "").strip().lower() not in _TRUE
+
+
+def tracing_requested() -> bool:
+    """True when ``PROBE_DEBUG=1``: every registry traces its hook calls on stderr."""
+    return os.environ.get(DEBUG_ENV, "").strip().lower() in _TRUE
 
 
 def _core_version() -> str:
@@ -111,14 +121,17 @@ def _candidates() -> dict[str, _Candidate]:
 
 
 def _check_selection(selection: PluginSelection, known: Iterable[str]) -> None:
+    """An unknown name in ``enable`` is an error; in ``disable`` a warning (one config.json serves
+    machines with different plugins installed)."""
     known = sorted(known)
-    for key in ("disable", "enable"):
-        for name in getattr(selection, key):
-            if name not in known:
-                raise PluginError(
-                    f'config "plugins.{key}": unknown plugin {name!r}; installed plugins: '
-                    f"{', '.join(known)}"
-                )
+    for name in selection.enable:
+        if name not in known:
+            raise PluginError(f'config "plugins.enable": unknown plugin {name!r}; installed plugins: '
+                              f"{', '.join(known)}")
+    for name in selection.disable:
+        if name not in known:
+            warnings.warn(f'config "plugins.disable": unknown plugin {name!r} (not installed here, nothing to '
+                          f"disable); installed plugins: {', '.join(known)}", ProbeWarning, stacklevel=3)
     both = sorted(set(selection.disable) & set(selection.enable))
     if both:
         raise PluginError(f'config "plugins": {", ".join(both)} both enabled and disabled; keep one')
@@ -159,28 +172,86 @@ def load_registry(
         if not (cand.builtin or autoload or name in selection.enable):
             infos.append(dataclasses.replace(info, status="not loaded"))
             continue
-        try:
-            pm.register(cand.load(), name=name)
-        except Exception as exc:  # a broken plugin must not take probe down
-            error = f"{type(exc).__name__}: {exc}"
-            warnings.warn(f"plugin {name!r} (distribution {cand.distribution!r}) failed to load: {error}",
-                          ProbeWarning, stacklevel=2)
-            infos.append(dataclasses.replace(info, status="failed", error=error))
-            continue
-        infos.append(dataclasses.replace(info, hooks=_hook_names(pm, name)))
+        infos.append(_register(pm, info, cand.load))
     for name, plugin in extra:
         if name in candidates or pm.has_plugin(name):
             raise PluginError(f"plugin name {name!r} is already taken; register it under another name")
+        info = PluginInfo(name, "(in-process)", "", "enabled")
         if name in selection.disable:
-            infos.append(PluginInfo(name, "(in-process)", "", "disabled"))
+            infos.append(dataclasses.replace(info, status="disabled"))
             continue
-        pm.register(plugin, name=name)
-        infos.append(PluginInfo(name, "(in-process)", "", "enabled", hooks=_hook_names(pm, name)))
-    return Registry(pm, tuple(sorted(infos, key=lambda i: i.name)))
+        infos.append(_register(pm, info, lambda plugin=plugin: plugin))
+    try:
+        pm.check_pending()  # a safety net: _register already refused every hook without a hookspec
+    except pluggy.PluginValidationError as exc:
+        raise PluginError(f"plugin {exc.plugin!r}: {exc}") from None
+    registry = Registry(pm, tuple(sorted(infos, key=lambda i: i.name)))
+    if tracing_requested():
+        registry.enable_tracing()
+    return registry
+
+
+def _register(pm: pluggy.PluginManager, info: PluginInfo, load: Any) -> PluginInfo:
+    """Import (``load()``) and register one plugin; return its :class:`PluginInfo`.
+
+    A plugin that fails to import, fails pluggy's validation or implements a
+    hook no hookspec declares (a misspelling would otherwise never be
+    called) is left unregistered, warned about and reported ``failed``: a
+    broken plugin must not take probe down.
+    """
+    try:
+        pm.register(load(), name=info.name)
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    else:
+        unknown = _unknown_hooks(pm, info.name)
+        if not unknown:
+            return dataclasses.replace(info, hooks=_hook_names(pm, info.name))
+        pm.unregister(name=info.name)
+        error = "; ".join(unknown)
+    warnings.warn(f"plugin {info.name!r} (distribution {info.distribution!r}) failed to load: {error}",
+                  ProbeWarning, stacklevel=3)
+    return dataclasses.replace(info, status="failed", error=error)
+
+
+def _unknown_hooks(pm: pluggy.PluginManager, name: str) -> list[str]:
+    """One message per hook implementation of plugin ``name`` that matches no hookspec."""
+    plugin = pm.get_plugin(name)
+    if plugin is None:
+        return []
+    known = sorted(hook for hook, caller in vars(pm.hook).items()
+                   if not hook.startswith("_") and caller.has_spec())
+    bare = {hook.removeprefix("probe_"): hook for hook in known}  # the shared prefix would match anything
+    problems = []
+    for caller in pm.get_hookcallers(plugin) or []:
+        if caller.has_spec():
+            continue
+        close = difflib.get_close_matches(caller.name.removeprefix("probe_"), bare, n=1)
+        hint = f"did you mean {bare[close[0]]!r}?" if close else f"the hooks are {', '.join(known)}"
+        problems.append(f"unknown hook {caller.name!r} (no such hook; {hint})")
+    return sorted(problems)
+
+
+_CURRENT: dict[tuple[PluginSelection, bool], Registry] = {}
+
+
+def current_registry(selection: PluginSelection | None = None) -> Registry:
+    """The process-wide registry for ``selection`` (built on first use, then shared).
+
+    Every command, ``PrecisionDebugger`` and worker process asks here, so the
+    plugins are loaded once per process; :func:`load_registry` builds a fresh
+    one (tests, embedding applications).
+    """
+    key = (selection or PluginSelection(), autoload_enabled())
+    registry = _CURRENT.get(key)
+    if registry is None:
+        registry = _CURRENT[key] = load_registry(key[0])
+    return registry
 
 
 def _hook_names(pm: pluggy.PluginManager, name: str) -> tuple[str, ...]:
-    callers = pm.get_hookcallers(pm.get_plugin(name)) or []
+    plugin = pm.get_plugin(name)
+    callers = (pm.get_hookcallers(plugin) or []) if plugin is not None else []
     return tuple(sorted(caller.name for caller in callers))
 
 
@@ -191,12 +262,48 @@ class Registry:
     A registration hook that raises disables that plugin's contribution
     (with a warning); two plugins registering one name is a
     :class:`PluginError` that names both.
+
+    Every hook is called through pluggy, one plugin at a time (a
+    ``subset_hook_caller`` per plugin and hook, built once): each result is
+    attributed to its plugin, one plugin's exception never stops the
+    others, and pluggy's tracing (:meth:`enable_tracing`) shows every call.
     """
 
     def __init__(self, pm: pluggy.PluginManager, plugins: tuple[PluginInfo, ...]) -> None:
         self.pm = pm
         self.plugins = plugins
         self._muted: set[str] = set()
+        self._callers: dict[str, tuple[tuple[str, Any], ...]] = {}
+        self._untrace: Any = None
+
+    def callers(self, hook: str) -> tuple[tuple[str, Any], ...]:
+        """``(plugin name, HookCaller calling only that plugin)`` for every plugin implementing ``hook``,
+        in plugin-name order; built on first use, then cached (events are hot)."""
+        callers = self._callers.get(hook)
+        if callers is None:
+            names = sorted({impl.plugin_name for impl in getattr(self.pm.hook, hook).get_hookimpls()})
+            plugins = self.pm.list_name_plugin()
+            callers = self._callers[hook] = tuple(
+                (name, self.pm.subset_hook_caller(hook, [p for n, p in plugins if n != name and p is not None]))
+                for name in names)
+        return callers
+
+    def enable_tracing(self) -> None:
+        """Write every hook call (hook, arguments, the plugin called) and its result to stderr (idempotent)."""
+        if self._untrace is not None:
+            return
+        self.pm.trace.root.setwriter(lambda text: sys.stderr.write(text))
+        hooktrace = self.pm.trace.root.get("hook")
+        undo_plugins = self.pm.add_hookcall_monitoring(  # runs inside pluggy's "<hook> [hook]" line
+            lambda hook_name, methods, kwargs: hooktrace("plugin", ", ".join(repr(m.plugin_name) for m in methods)),
+            lambda outcome, hook_name, methods, kwargs: None)
+        undo_calls = self.pm.enable_tracing()
+
+        def undo() -> None:
+            undo_calls()
+            undo_plugins()
+
+        self._untrace = undo
 
     @property
     def failures(self) -> tuple[PluginInfo, ...]:
@@ -216,20 +323,19 @@ class Registry:
         return {family: self._collect(family, cls) for family, cls in SPEC_FAMILIES.items()}
 
     def _collect(self, family: str, cls: type) -> dict[str, Any]:
-        hook = getattr(self.pm.hook, f"probe_{family}")
         specs: dict[str, Any] = {}
-        for impl in sorted(hook.get_hookimpls(), key=lambda i: i.plugin_name):
+        for plugin, caller in self.callers(f"probe_{family}"):
             try:
-                items = list(impl.function() or ())
+                items = [item for result in caller() for item in (result or ())]
             except Exception as exc:
-                warnings.warn(f"plugin {impl.plugin_name!r} failed in probe_{family}: "
+                warnings.warn(f"plugin {plugin!r} failed in probe_{family}: "
                               f"{type(exc).__name__}: {exc}", ProbeWarning, stacklevel=3)
                 continue
             for item in items:
                 if not isinstance(item, cls):
-                    raise PluginError(f"plugin {impl.plugin_name!r}: probe_{family} must return "
+                    raise PluginError(f"plugin {plugin!r}: probe_{family} must return "
                                       f"{cls.__name__} objects, got {type(item).__name__}")
-                item = dataclasses.replace(item, plugin=impl.plugin_name)
+                item = dataclasses.replace(item, plugin=plugin)
                 if family == "config_sections":
                     specs[item.name] = _merge_section(specs.get(item.name), item)
                     continue
@@ -300,18 +406,22 @@ class Registry:
 
     def listens(self, event: str) -> bool:
         """True when some enabled plugin implements event hook ``event`` (cheap; check before emitting)."""
-        return any(i.plugin_name not in self._muted for i in getattr(self.pm.hook, event).get_hookimpls())
+        return any(name not in self._muted for name, _ in self.callers(event))
+
+    def unmute(self) -> None:
+        """Give every muted event plugin a fresh start (a new collection run begins)."""
+        self._muted.clear()
 
     def emit(self, event: str, **kwargs: Any) -> None:
         """Call event hook ``event`` on every plugin, in name order; a plugin that raises is muted."""
-        for impl in sorted(getattr(self.pm.hook, event).get_hookimpls(), key=lambda i: i.plugin_name):
-            if impl.plugin_name in self._muted:
+        for plugin, caller in self.callers(event):
+            if plugin in self._muted:
                 continue
             try:
-                impl.function(**{k: kwargs[k] for k in impl.argnames})
+                caller(**kwargs)
             except Exception as exc:
-                self._muted.add(impl.plugin_name)
-                warnings.warn(f"plugin {impl.plugin_name!r} raised in {event} and is muted for this run: "
+                self._muted.add(plugin)
+                warnings.warn(f"plugin {plugin!r} raised in {event} and is muted for this run: "
                               f"{type(exc).__name__}: {exc}", ProbeWarning, stacklevel=2)
 
 

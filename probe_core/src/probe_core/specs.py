@@ -38,28 +38,33 @@ class CollectorSpec:
 
 @dataclass(frozen=True)
 class DataModeSpec:
-    """How one tensor becomes a record entry (``statistics``, ``md5``, ``tensor``, ...).
+    """A data mode: how tensors become records, how its dumps compare and show (``statistics``, ``md5``, ...).
 
-    ``task`` is the config.json task that selects the mode (``statistics``
-    with ``summary_mode`` picks between ``statistics`` and ``md5``).
-    ``load`` returns the framework-neutral mode implementation.
+    ``load`` returns the :class:`probe_core.modes.DataMode` that owns the
+    whole behaviour. ``tasks`` are the config.json tasks that select it and
+    ``summary_modes`` the ``summary_mode`` values (``()``: the task alone
+    selects it); among the modes of one task, one naming the config's
+    summary_mode wins over one naming none. ``priority`` orders the modes
+    asked to recognise a dump (lower first): give a catch-all mode a high one.
     """
 
     name: str
-    task: str
     description: str
     load: Callable[[], Any]
+    tasks: tuple[str, ...] = ()
+    summary_modes: tuple[str, ...] = ()
     priority: int = 0
     plugin: str = ""
 
 
 @dataclass(frozen=True)
 class ComparatorSpec:
-    """How two matched entries of one data mode are compared.
+    """Metrics (columns) and optionally verdicts for matched entries of one data mode.
 
-    ``mode`` names the data mode the comparator understands; several
-    comparators may serve one mode (each adds its own columns), run in
-    ``(priority, name)`` order. ``load`` returns the comparator object.
+    ``mode`` names the data mode the comparator serves; several comparators
+    may serve one mode (each adds its own columns), run in ``(priority,
+    name)`` order, in ``probe compare`` and ``probe graph`` alike. ``load``
+    returns the comparator object (see :mod:`probe_core.compare.comparator`).
     """
 
     name: str
@@ -121,10 +126,12 @@ class CheckerSpec:
 
 @dataclass(frozen=True)
 class GraphMergerSpec:
-    """Merges per-rank graphs under one parallel layout (``tp``, ``pp``, ``vpp``).
+    """Merges per-rank graphs under a parallel layout (``tp``, ``pp``, ``vpp``, ...).
 
-    ``load`` returns the merger object; ``priority`` orders mergers when a
-    layout uses several (tp before pp before vpp by default).
+    ``load`` returns the merger object: ``merge(graphs, layout) -> graphs``,
+    returning its input when it has nothing to do for the layout. Every
+    installed merger runs, in ``(priority, name)`` order (probe-parallel-merge:
+    tp 0, vpp 1, pp 2), on a data-parallel group's graphs ordered by (pp, tp).
     """
 
     name: str

@@ -17,6 +17,7 @@ from typing import Any
 import mindspore as ms
 import numpy as np
 from mindspore.common import dtype as mstype
+from probe_core.collect.tensors import TensorOps
 
 _WIDEN = (mstype.bfloat16,)
 
@@ -43,11 +44,17 @@ def host_stats(array: np.ndarray) -> tuple[Any, Any, Any, Any] | None:
     return float(array.max()), float(array.min()), float(wide.mean()), norm
 
 
-class MindSporeTensorOps:
-    """:class:`probe_core.collect.TensorOps` for ``mindspore.Tensor`` (and ``Parameter``)."""
+class MindSporeTensorOps(TensorOps):
+    """:class:`probe_core.collect.TensorOps` for ``mindspore.Tensor`` (and ``Parameter``).
+
+    Statistics are cached per batch (``new_batch`` forgets them);
+    ``cached_checksum`` and ``alias`` keep the base class's neutral defaults
+    (a CRC per tensor record; aliases are not tracked).
+    """
 
     framework = "mindspore"
     tensor_suffix = ".npy"
+    capabilities = frozenset({"new_batch"})
 
     def is_tensor(self, value: Any) -> bool:
         return isinstance(value, ms.Tensor)

@@ -7,10 +7,12 @@ from typing import Any
 
 import torch
 
+from probe_core.collect.tensors import TensorOps
+
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
-class TorchTensorOps:
+class TorchTensorOps(TensorOps):
     """:class:`probe_core.collect.TensorOps` for ``torch.Tensor``.
 
     Statistics are launched on the tensor's device as 0-d tensors and fetched
@@ -22,6 +24,7 @@ class TorchTensorOps:
 
     framework = "pytorch"
     tensor_suffix = ".pt"
+    capabilities = frozenset({"new_batch", "cached_checksum", "alias"})
 
     def __init__(self) -> None:
         self._seen: dict[int, tuple[torch.Tensor, int, Any]] = {}

@@ -6,7 +6,7 @@
 import argparse
 import random
 
-from probe_core.config_check import ConfigChecker
+from probe_config_check import ConfigChecker
 
 ConfigChecker.apply_patches(fmk="pytorch")
 

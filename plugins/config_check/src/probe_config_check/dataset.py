@@ -2,7 +2,7 @@
 
 A forward pre-hook on the model records max/min/mean/norm of every tensor
 argument of the first ``config_check.dataset_steps`` (default 5) forward
-calls; each recorded step asks the core to rewrite the pack.
+calls; each recorded step asks ``ConfigChecker`` to rewrite the pack.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The probe plugin: registers the six config_check items and the ``config_check`` config section.
+"""The probe plugin: registers the six config_check items, the ``probe check`` command and the
+``config_check`` config section.
 
 Importing this module imports no framework; torch is touched only by the
 weights/dataset/random checkers when a model or ``fmk="pytorch"`` is involved.
@@ -6,9 +7,9 @@ weights/dataset/random checkers when a model or ``fmk="pytorch"`` is involved.
 
 from __future__ import annotations
 
-from probe_core.specs import CheckerSpec, ConfigKey, ConfigSectionSpec
+from probe_core.specs import CheckerSpec, CommandSpec, ConfigKey, ConfigSectionSpec
 
-from probe_config_check import dataset, env, hyperparameters, packages, rng, weights
+from probe_config_check import command, dataset, env, hyperparameters, packages, rng, weights
 from probe_core import hookimpl
 
 
@@ -30,6 +31,11 @@ def probe_checkers() -> list[CheckerSpec]:
         CheckerSpec("random", "RNG calls (count and call site) after ConfigChecker.apply_patches()",
                     rng.collect, rng.compare, static=False, prepare=rng.prepare, priority=-10),
     ]
+
+
+@hookimpl
+def probe_commands() -> list[CommandSpec]:
+    return [command.CHECK_COMMAND]
 
 
 @hookimpl

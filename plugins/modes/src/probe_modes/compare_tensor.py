@@ -92,7 +92,3 @@ class TensorComparator:
             return {}
         npu, bench = arrays(pair)
         return tensor_metrics(npu, bench)
-
-
-def load() -> TensorComparator:
-    return TensorComparator()

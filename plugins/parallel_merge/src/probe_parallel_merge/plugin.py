@@ -29,7 +29,7 @@ def probe_graph_mergers() -> list[GraphMergerSpec]:
     return [
         GraphMergerSpec("tp", "tensor parallel: merge sharded tensors' statistics (max, min, mean, norm, shape)",
                         _tp, priority=0),
-        GraphMergerSpec("vpp", "virtual pipeline: cut stages into model chunks in execution order", _vpp, priority=1),
+        GraphMergerSpec("vpp", "virtual pipeline: cut stages into model chunks in execution order", _vpp, priority=10),
         GraphMergerSpec("pp", "pipeline parallel: stitch stages in order, renumbering layers and API calls",
-                        _pp, priority=2),
+                        _pp, priority=20),
     ]

@@ -52,9 +52,11 @@ def _regroup(graph: Graph) -> list[str]:
 
 
 class PipelineParallelMerger:
-    """``merge(stage_graphs, layout) -> [graph]``."""
+    """``merge(stage_graphs, layout) -> [graph]``: the stages stitched in order (as is with one stage)."""
 
     def merge(self, graphs: list[Graph], layout: Any) -> list[Graph]:
+        if len(graphs) <= 1:
+            return list(graphs)
         merged = graphs[0]
         forward = [c for c in merged.root.children if not _is_backward(c)]
         backward = [c for c in merged.root.children if _is_backward(c)]
@@ -73,7 +75,7 @@ class PipelineParallelMerger:
             merged.micro_steps = max(merged.micro_steps, stage.micro_steps)
         merged.root.children = forward + backward
         dropped = _regroup(merged)
-        merged.root.merge_info = [f"pp={len(graphs)}"] + ([f"dropped stage-to-stage calls: {', '.join(dropped)}"]
-                                                          if dropped else [])
+        merged.root.merge_info = list(merged.root.merge_info or []) + [f"pp={len(graphs)}"] + (
+            [f"dropped stage-to-stage calls: {', '.join(dropped)}"] if dropped else [])
         merged.renumber()
         return [merged]

@@ -94,9 +94,16 @@ def _merge_table(nodes: list[Node], attr: str, column: bool, partials: dict, not
 
 
 class TensorParallelMerger:
-    """``merge(graphs, layout) -> [graph]``: the graphs of one pipeline stage, in tp order."""
+    """``merge(graphs, layout) -> stage graphs``: each run of ``layout.tp`` graphs (one stage, in tp order)
+    becomes one graph; with ``tp == 1`` there is nothing to merge."""
 
     def merge(self, graphs: list[Graph], layout: Any) -> list[Graph]:
+        if layout.tp <= 1:
+            return list(graphs)
+        return [self.merge_stage(graphs[i:i + layout.tp]) for i in range(0, len(graphs), layout.tp)]
+
+    def merge_stage(self, graphs: list[Graph]) -> Graph:
+        """Merge one stage's tensor-parallel graphs into the first of them."""
         base = graphs[0]
         missing = [name for g in graphs[1:] for name in base.nodes if name not in g.nodes]
         if missing:
@@ -114,4 +121,4 @@ class TensorParallelMerger:
             _merge_table(nodes, "outputs", column, partials, notes)
             if notes:
                 node.merge_info = [f"tp={len(graphs)}"] + notes
-        return [base]
+        return base

@@ -42,7 +42,7 @@ def split_chunks(graph: Graph, vpp: int) -> list[Graph]:
     chunks = [Graph(rank=graph.rank, step=graph.step, source=graph.source, task=graph.task,
                     dump_dir=graph.dump_dir) for _ in range(vpp)]
     for chunk in chunks:
-        chunk.mode = graph.mode
+        chunk.mode, chunk.dump_file = graph.mode, graph.dump_file
     current = 0
     for child in graph.root.children:
         found = _chunk_of(child)
@@ -64,8 +64,10 @@ def split_chunks(graph: Graph, vpp: int) -> list[Graph]:
 
 
 class VirtualPipelineMerger:
-    """``merge(stage_graphs, layout) -> chunk graphs`` in execution order."""
+    """``merge(stage_graphs, layout) -> chunk graphs`` in execution order (as is with ``vpp == 1``)."""
 
     def merge(self, graphs: list[Graph], layout: Any) -> list[Graph]:
+        if layout.vpp <= 1:
+            return list(graphs)
         per_stage = [split_chunks(graph, layout.vpp) for graph in graphs]
         return [per_stage[stage][chunk] for chunk in range(layout.vpp) for stage in range(len(graphs))]

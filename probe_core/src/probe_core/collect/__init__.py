@@ -9,8 +9,11 @@ construct/stack bookkeeping and journals every record so that a crash loses
 nothing already flushed. At each step end it writes ``dump.json``,
 ``stack.json``, ``construct.json`` (and ``debug.json``) atomically.
 
-Nothing here imports a framework: the collector supplies a
-:class:`~probe_core.collect.tensors.TensorOps`.
+The collection is three parts with one-way flow — naming/filtering
+(:mod:`~probe_core.collect.naming`) → batching (:mod:`~probe_core.collect.batch`)
+→ step writing (:mod:`~probe_core.collect.writer`) — behind the
+:class:`Collection` facade. Nothing here imports a framework: the collector
+supplies an instance of a :class:`~probe_core.collect.tensors.TensorOps` subclass.
 """
 
 from probe_core.collect.journal import recover_step

@@ -1,4 +1,4 @@
-"""``PrecisionDebugger``'s framework-neutral half: config, plugin and data-mode selection, the collector's lifecycle.
+"""``PrecisionDebugger``'s framework-neutral half: config, plugins, the data mode, the collector's lifecycle.
 
 A framework package subclasses :class:`PrecisionDebuggerBase` and sets
 ``framework``; the collector comes from the registry
@@ -11,45 +11,25 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from probe_core.collect.session import Summary, check_dump_path
-from probe_core.config import ProbeConfig, load_config
-from probe_core.errors import CollectionError, PluginError
-
-
-def mode_name(config: ProbeConfig) -> str:
-    """The data mode a config selects: ``statistics``/``md5`` (summary_mode), ``tensor`` or ``overflow_check``."""
-    if config.task == "tensor":
-        return "tensor"
-    if config.task == "overflow_check":
-        return "overflow_check"
-    if config.task in ("statistics", "structure"):
-        return "md5" if config.summary_mode == "md5" else "statistics"
-    raise CollectionError(f'{config.source}: task "{config.task}" cannot be collected by probe; '
-                          'use "statistics", "tensor" or "overflow_check"')
-
-
-def load_mode(config: ProbeConfig, registry: Any) -> Any:
-    name = mode_name(config)
-    spec = registry.data_modes.get(name)
-    if spec is None:
-        have = ", ".join(registry.data_modes) or "none"
-        raise PluginError(f'data mode "{name}" (task "{config.task}") is not installed (installed: {have}); '
-                          "pip install probe-modes")
-    return spec.load()
+from probe_core.config import load_config
+from probe_core.errors import CollectionError
+from probe_core.modes import mode_for_config
 
 
 def build_collector(framework: str | None, config_path: Any = None, *, auto_step: bool = False,
-                    **overrides: Any) -> Any:
+                    registry: Any = None, **overrides: Any) -> Any:
     """Validate the config, check the dump path, load the collector and data mode; nothing is written yet.
 
-    ``framework`` ``None`` means the config's ``framework`` key, else ``pytorch``.
+    ``framework`` ``None`` means the config's ``framework`` key, else ``pytorch``. ``registry``
+    defaults to the process-wide one for the config's ``"plugins"`` section.
     """
     if framework:
         overrides.setdefault("framework", framework)
-    config, registry = load_config(config_path, **overrides)
+    config, registry = load_config(config_path, registry=registry, **overrides)
     check_dump_path(config.dump_path)
     spec = registry.collector_for(config.framework or framework or "pytorch")
     collector_class = spec.load()
-    return collector_class(config, registry, load_mode(config, registry), auto_step=auto_step)
+    return collector_class(config, registry, mode_for_config(config, registry), auto_step=auto_step)
 
 
 class PrecisionDebuggerBase:

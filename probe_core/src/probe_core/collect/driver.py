@@ -10,7 +10,9 @@ framework calls:
   ``hook_parameter(param, fn)`` — walk a model and hook parameter gradients;
 * ``grad_enabled()``, ``identity_with_grad_hook(tensors, fn)``,
   ``hook_output_grads(tensors, fn)`` — the backward plumbing;
-* ``is_model(obj)`` and ``module_class_name(module)``.
+* ``is_model(obj)`` and ``module_class_name(module)``;
+* its tensor operations: an instance of a
+  :class:`~probe_core.collect.tensors.TensorOps` subclass, passed to ``__init__``.
 
 Everything else — naming, counting, the busy flag that keeps nested calls out,
 frames of open module calls, the root-model discovery of ``probe run``,
@@ -26,6 +28,7 @@ from typing import Any, ClassVar
 from probe_core.collect.calls import (GradCatch, ParamGradGather, is_inplace, output_tensors, pick_at,
                                       replace_at, tensor_positions)
 from probe_core.collect.session import Collection
+from probe_core.collect.tensors import TensorOps
 
 _INHERITED = object()  # a class attribute that came from a base class: removing the patch deletes it
 
@@ -40,7 +43,7 @@ class CollectorBase:
     #: written when the backward pass is over (msprobe's MindSpore layout), instead of ``[]`` at once.
     null_grads_for_inputs: ClassVar[bool] = False
 
-    def __init__(self, config: Any, registry: Any, mode: Any, ops: Any, *, auto_step: bool = False,
+    def __init__(self, config: Any, registry: Any, mode: Any, ops: TensorOps, *, auto_step: bool = False,
                  rank_fn: Callable[[], int] = lambda: 0, stack_skip_dirs: tuple[str, ...] = (),
                  stack_skip_files: tuple[str, ...] = ()) -> None:
         self.ops = ops
@@ -268,7 +271,7 @@ class CollectorBase:
             entry = session.encode_inputs(name, args, kwargs)
             catch = originals = None
             inplace = is_inplace(api, kwargs)
-            if inplace and hasattr(self.ops, "new_batch"):
+            if inplace:
                 self.ops.new_batch()  # cached statistics of the tensors it changes would go stale
             if session.wants_backward(name) and not inplace and self.grad_enabled():
                 args, kwargs, catch, originals = self._catch_inputs(name, args, kwargs)

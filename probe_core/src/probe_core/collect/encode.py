@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from probe_core.collect.tensors import DataMode, TensorOps, TensorSink
+from probe_core.collect.tensors import TensorOps, TensorSink
+from probe_core.modes import DataMode
 
 _SCALARS = (bool, int, float, str)
 

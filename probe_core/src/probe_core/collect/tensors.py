@@ -1,52 +1,102 @@
-"""What the engine needs from a framework (:class:`TensorOps`) and what a data mode may ask of the engine (:class:`TensorSink`)."""
+"""What the engine needs from a framework (:class:`TensorOps`) and what a data mode may ask of it (:class:`TensorSink`).
+
+The data mode itself is :class:`probe_core.modes.DataMode`.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any, ClassVar, Protocol
 
 #: The statistic keys of a tensor record, in msprobe's order.
 STAT_KEYS = ("Max", "Min", "Mean", "Norm")
 
+#: The operations of :class:`TensorOps` a framework may leave out (the base class has neutral defaults).
+OPTIONAL_OPERATIONS = frozenset({"new_batch", "cached_checksum", "alias"})
 
-class TensorOps(Protocol):
-    """Tensor operations a collector supplies; data modes use only these.
+
+class TensorOps:
+    """The tensor operations a collector supplies; the engine and data modes use only these.
+
+    A collector's ops class subclasses this one. The **required** operations
+    (``is_tensor`` ... ``encode_other``, plus the ``framework`` and
+    ``tensor_suffix`` attributes) raise :class:`NotImplementedError` here.
 
     ``stats`` starts computing Max/Min/Mean/Norm on the tensor's own device
     and returns an opaque handle at once (no host sync); ``fetch_stats``
-    resolves every handle issued since the last fetch in one batch.
+    resolves the handles of one batch with one host transfer. The engine
+    calls ``new_batch()`` before each such fetch (and before every in-place
+    call), so caches kept per batch never outlive the values they describe.
+
+    The **optional** operations (:data:`OPTIONAL_OPERATIONS`) have neutral
+    defaults, so the engine and data modes call them unconditionally:
+
+    * ``new_batch()`` — forget per-batch caches (default: nothing to forget);
+    * ``cached_checksum(tensor, compute)`` — ``compute()`` at most once per
+      tensor (and version) within a batch (default: ``compute()`` every time);
+    * ``alias(view, source)`` — ``view`` holds exactly ``source``'s values, so
+      its statistics may be reused (default: a hint that is ignored).
+
+    :attr:`capabilities` names the optional operations a class really
+    implements (overrides), so tools and tests can tell a framework's
+    shortcuts from the defaults without probing attributes.
     """
 
-    framework: str
+    #: The ``framework`` field of dump.json (``"pytorch"``, ``"mindspore"``).
+    framework: ClassVar[str] = ""
+    #: The file suffix of saved tensors (``".pt"``, ``".npy"``).
+    tensor_suffix: ClassVar[str] = ""
+    #: The optional operations (names from :data:`OPTIONAL_OPERATIONS`) this class overrides.
+    capabilities: ClassVar[frozenset[str]] = frozenset()
 
-    def is_tensor(self, value: Any) -> bool: ...
+    # -- required ---------------------------------------------------------------------
+
+    def is_tensor(self, value: Any) -> bool:
+        raise NotImplementedError
 
     def describe(self, tensor: Any) -> dict[str, Any]:
         """``{"type", "dtype", "shape"}`` of a tensor, as msprobe spells them."""
+        raise NotImplementedError
 
-    def requires_grad(self, tensor: Any) -> bool: ...
+    def requires_grad(self, tensor: Any) -> bool | None:
+        """Whether the tensor takes part in autograd (``None``: the framework cannot tell)."""
+        raise NotImplementedError
 
     def stats(self, tensor: Any) -> Any:
         """A handle for the tensor's statistics (``None`` when they do not apply)."""
+        raise NotImplementedError
 
     def fetch_stats(self, handles: list[Any]) -> list[tuple[Any, Any, Any, Any] | None]:
         """(Max, Min, Mean, Norm) as Python numbers for each handle, with one host transfer."""
+        raise NotImplementedError
 
     def raw_bytes(self, tensor: Any) -> Any:
         """A buffer with the tensor's raw bytes (C-contiguous, host memory)."""
+        raise NotImplementedError
 
     def snapshot(self, tensor: Any) -> Any:
         """A private copy that later in-place changes cannot touch (for saving off-thread)."""
+        raise NotImplementedError
 
     def save(self, tensor: Any, path: str) -> None:
         """Write a snapshot to ``path`` (loadable safely, e.g. ``torch.load(weights_only=True)``)."""
-
-    tensor_suffix: str
+        raise NotImplementedError
 
     def encode_other(self, value: Any) -> dict[str, Any] | None:
         """A record for a framework object that is not a tensor (dtype, device, Size), or ``None``."""
+        raise NotImplementedError
 
-    # Optional: ``cached_checksum(tensor, compute)`` returns ``compute()`` once per tensor and version
-    # within a batch (md5 mode uses it when present); ``alias(view, source)`` declares equal values.
+    # -- optional (neutral defaults; list what you override in ``capabilities``) -----------------
+
+    def new_batch(self) -> None:
+        """Forget what was cached for the batch just fetched (statistics, checksums, aliases)."""
+
+    def cached_checksum(self, tensor: Any, compute: Callable[[], str]) -> str:
+        """``compute()``, at most once per tensor and version within a batch where the framework can tell."""
+        return compute()
+
+    def alias(self, view: Any, source: Any) -> None:
+        """``view`` holds exactly ``source``'s values (reshape, transpose, identity): reuse its statistics."""
 
 
 class TensorSink(Protocol):
@@ -57,19 +107,3 @@ class TensorSink(Protocol):
 
     def save_tensor(self, tensor: Any, label: str) -> str:
         """Save ``tensor`` under the current entry and ``label``; returns its ``data_name``."""
-
-
-class DataMode(Protocol):
-    """A data mode's collection side (registered through ``probe_data_modes``; framework-neutral).
-
-    ``encode`` turns one tensor into its dump.json record, using only ``ops``
-    and ``sink``; ``label`` says where the tensor sits in its entry
-    (``input.0``, ``output.1``, ``parameters.weight``, ...). When
-    ``only_overflow`` is true the collection keeps only entries holding a
-    NaN/Inf statistic.
-    """
-
-    name: str
-    only_overflow: bool
-
-    def encode(self, tensor: Any, ops: TensorOps, sink: TensorSink, label: str) -> dict[str, Any]: ...

@@ -8,10 +8,17 @@ A comparator is any object with:
     the values of those columns for one matched row (a missing key is
     written ``N/A``). Numbers are raw: relative errors as fractions. Raise
     :class:`probe_core.errors.ProbeError` for a user-facing problem (e.g. a
-    missing tensor file); any other exception is reported as a plugin error.
+    missing tensor file: the compare stops, or with ``--lenient`` marks the
+    row as an error); any other exception is reported once as a warning and
+    the comparator is left out for the rest of the compare (its columns
+    read ``N/A``), so one broken plugin does not cost the whole compare.
 
 and optionally:
 
+``judge(row: RowResult) -> tuple[str, str] | None``
+    a verdict on one matched row (``row.metrics`` holds every comparator's
+    values): ``("error" | "warning", "why")`` or ``None``. A verdict raises a
+    row, never lowers it; ``probe compare`` and ``probe graph`` apply it alike.
 ``placement: str``
     ``"metrics"`` puts the columns where msprobe puts its metric columns
     (between the tensor shapes and the statistics); ``"extra"`` (default)
@@ -20,29 +27,32 @@ and optionally:
 ``percent_columns: Collection[str]``
     columns written as percent strings (``"1.5%"``), as msprobe writes
     statistics-mode relative errors.
+``tool_tips: Mapping[str, str]``
+    what ``probe graph``'s viewer shows when hovering one of its columns.
 
 Comparators run for the mode of the dumps (their spec's ``mode``), in the
-registry's ``(priority, name)`` order; the values of every comparator of a
-row land in ``RowResult.metrics``, which the legend rules of
-:mod:`probe_core.compare.rules` read (``NormRelativeErr``, ``Cosine``,
-``One Thousandth Err Ratio``). ``pair.cache`` is shared by the comparators
-of one row, so e.g. loaded tensor arrays are read once.
+registry's ``(priority, name)`` order. ``pair.cache`` is shared by the
+comparators of one row, so e.g. loaded tensor arrays are read once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from probe_core.dump.leaves import TensorMeta
-from probe_core.errors import PluginError
+from probe_core.errors import PluginError, ProbeError
+from probe_core.plugins import ProbeWarning
+
+LEVELS = ("warning", "error")
 
 
 @dataclass
 class LeafPair:
-    """One row to compare: the target (``npu``) and bench leaves and, in tensor mode, their files."""
+    """One row to compare: the target (``npu``) and bench leaves and, when saved, their tensor files."""
 
     entry: str
     npu: TensorMeta
@@ -59,9 +69,9 @@ class Comparator(Protocol):
     def compare(self, pair: LeafPair) -> Mapping[str, Any]: ...
 
 
-@dataclass(frozen=True)
+@dataclass
 class LoadedComparator:
-    """A comparator object with its spec's name, plugin and resolved options."""
+    """A comparator object with its spec's name and plugin, its options resolved, isolated from failures."""
 
     name: str
     plugin: str
@@ -69,9 +79,49 @@ class LoadedComparator:
     columns: tuple[str, ...]
     placement: str
     percent_columns: frozenset[str]
+    judge: Callable[[Any], Any] | None = None
+    tool_tips: Mapping[str, str] = field(default_factory=dict)
+    failed: bool = False
+
+    def run(self, pair: LeafPair) -> Mapping[str, Any] | None:
+        """The comparator's values for one row (``None`` once it has failed); ProbeErrors pass through."""
+        if self.failed:
+            return None
+        try:
+            return self.impl.compare(pair)
+        except Exception as exc:
+            if isinstance(exc, ProbeError):
+                raise
+            self._fail("compare", pair.npu.name, exc)
+            return None
+
+    def run_judge(self, row: Any) -> tuple[str, str] | None:
+        """The comparator's verdict on one row, checked (``None`` once it has failed)."""
+        if self.failed or self.judge is None:
+            return None
+        where = (row.npu or row.bench).name
+        try:
+            verdict = self.judge(row)
+            if verdict is None:
+                return None
+            level, message = verdict
+            if level not in LEVELS:
+                raise ValueError(f"judge returned level {level!r}; use one of {', '.join(LEVELS)}")
+            return level, str(message)
+        except Exception as exc:
+            if isinstance(exc, ProbeError):
+                raise
+            self._fail("judge", where, exc)
+            return None
+
+    def _fail(self, method: str, where: str, exc: Exception) -> None:
+        self.failed = True
+        warnings.warn(f"comparator {self.name!r} (plugin {self.plugin!r}) raised in {method} on {where}: "
+                      f"{type(exc).__name__}: {exc}; it is left out for the rest of this compare (its columns "
+                      "read N/A)", ProbeWarning, stacklevel=4)
 
 
-def load_comparators(registry, mode: str) -> list[LoadedComparator]:
+def load_comparators(registry: Any, mode: str) -> list[LoadedComparator]:
     """Load every registered comparator for ``mode``, checking each honours the interface."""
     loaded = []
     for spec in registry.comparators.values():
@@ -89,11 +139,14 @@ def load_comparators(registry, mode: str) -> list[LoadedComparator]:
         placement = getattr(impl, "placement", "extra")
         if placement not in ("metrics", "extra"):
             raise PluginError(f"comparator {spec.name!r}: placement must be 'metrics' or 'extra', got {placement!r}")
+        judge = getattr(impl, "judge", None)
         loaded.append(LoadedComparator(spec.name, spec.plugin, impl, tuple(columns), placement,
-                                       frozenset(getattr(impl, "percent_columns", ()))))
+                                       frozenset(getattr(impl, "percent_columns", ())),
+                                       judge if callable(judge) else None,
+                                       dict(getattr(impl, "tool_tips", None) or {})))
     return loaded
 
 
-def known_modes(registry) -> list[str]:
+def known_modes(registry: Any) -> list[str]:
     """The data modes some installed comparator handles."""
     return sorted({spec.mode for spec in registry.comparators.values()})

@@ -28,7 +28,8 @@ from probe_core.compare.divergence import DivergenceTracker
 from probe_core.compare.match import Match, Matcher, match_entries
 from probe_core.compare.rules import ERROR, PASS, UNMATCHED, WARNING, RowResult, io_differences, judge_entry
 from probe_core.dump import DumpEntry, RankDump, TensorMeta, discover
-from probe_core.errors import CompareError, PluginError, ProbeError
+from probe_core.errors import CompareError, ProbeError
+from probe_core.modes import DataMode, common_mode
 
 CHUNK_ENTRIES = 256
 
@@ -101,9 +102,12 @@ def _pair_leaves(npu: DumpEntry | None, bench: DumpEntry | None) -> list[tuple[T
     return pairs
 
 
-def compare_entry(npu: DumpEntry | None, bench: DumpEntry | None, mode: str,
+def compare_entry(npu: DumpEntry | None, bench: DumpEntry | None, mode: DataMode,
                   comparators: Sequence[LoadedComparator], lenient: bool = False) -> EntryOutcome:
-    """Compare one matched entry (either side ``None`` for an unmatched one): metrics, verdicts, divergence."""
+    """Compare one matched entry (either side ``None`` for an unmatched one): metrics, verdicts, divergence.
+
+    The one judge of probe: ``probe compare`` and ``probe graph`` both call it.
+    """
     name = (npu or bench).name  # type: ignore[union-attr]
     index = npu.index if npu is not None else bench.index  # type: ignore[union-attr]
     rows = [RowResult(a, b) for a, b in _pair_leaves(npu, bench)]
@@ -116,20 +120,17 @@ def compare_entry(npu: DumpEntry | None, bench: DumpEntry | None, mode: str,
     for row in rows:
         if row.npu is None or row.bench is None:
             continue
-        pair = LeafPair(name, row.npu, row.bench, mode, npu.tensor_path(row.npu), bench.tensor_path(row.bench))
+        pair = LeafPair(name, row.npu, row.bench, mode.name, npu.tensor_path(row.npu), bench.tensor_path(row.bench))
         for comp in comparators:
             try:
-                values = comp.impl.compare(pair)
+                values = comp.run(pair)
             except ProbeError as exc:
                 if not lenient:
                     raise
                 row.flag(ERROR, exc.messages[0])
                 continue
-            except Exception as exc:
-                raise PluginError(f"comparator {comp.name!r} (plugin {comp.plugin!r}) failed on {row.npu.name}: "
-                                  f"{type(exc).__name__}: {exc}") from None
             row.metrics.update(values or {})
-    result = judge_entry(name, rows, mode)
+    result = judge_entry(name, rows, mode, comparators)
     inputs_reason, outputs_reason = io_differences(rows, mode)
     return EntryOutcome(name, index, result, rows, npu, bench,
                         outputs_reason if inputs_reason is None else None, inputs_reason)
@@ -249,17 +250,18 @@ def _iter_outcomes(matches: Sequence[Match], workers: int) -> Iterator[EntryOutc
             yield from pending.popleft().result()
 
 
-def detect_mode(target: RankDump, bench: RankDump) -> str:
-    """The mode both dumps can be compared in; :class:`CompareError` when they cannot."""
-    a, b = target.mode, bench.mode
-    if a == b:
-        return a
-    if {a, b} == {"tensor", "statistics"}:
-        warnings.warn(f"{target.dump_file} is a {a} dump and {bench.dump_file} a {b} dump: "
-                      f"comparing their statistics", _probe_warning(), stacklevel=2)
-        return "statistics"
-    raise CompareError(f"cannot compare a {a} dump ({target.dump_file}) with a {b} dump ({bench.dump_file}): "
-                       f"dump both sides with the same task/summary_mode")
+def detect_mode(target: RankDump, bench: RankDump, registry: Any) -> DataMode:
+    """The data mode both dumps can be compared in; :class:`CompareError` when they cannot."""
+    a, b = target.mode(registry), bench.mode(registry)
+    common = common_mode(a, b, registry)
+    if common is None:
+        raise CompareError(f"cannot compare a {a.name} dump ({target.dump_file}) with a {b.name} dump "
+                           f"({bench.dump_file}): dump both sides with the same task/summary_mode")
+    mode, fallback = common
+    if fallback:
+        warnings.warn(f"{target.dump_file} is a {a.name} dump and {bench.dump_file} a {b.name} dump: "
+                      f"comparing them in {mode.name} mode", _probe_warning(), stacklevel=2)
+    return mode
 
 
 def _probe_warning():
@@ -290,16 +292,16 @@ def compare_ranks(target: RankDump, bench: RankDump, registry, options: CompareO
                   advance: Callable[[int], None] | None = None,
                   on_total: Callable[[int], None] | None = None) -> RankResult:
     """Compare one target rank dump with one bench rank dump; write its CSV/XLSX; return its summary."""
-    mode = detect_mode(target, bench)
+    mode = detect_mode(target, bench, registry)
     name_map = name_map_for(target, bench, options.mapping)
     for dump, side in ((target, "target"), (bench, "bench")):
         if not dump.has_entries:
             raise CompareError(f"the {side} dump {dump.dump_file} has no entries (\"data\" is empty): "
                                f"nothing was collected; check the dump's scope/list/level and step filters")
-    comparators = load_comparators(registry, mode)
+    comparators = load_comparators(registry, mode.name)
     if not comparators:
-        raise CompareError(f"no comparator for {mode} dumps is installed (comparators for: "
-                           f"{', '.join(known_modes(registry)) or 'none'}); pip install probe-modes")
+        raise CompareError(f"no comparator for {mode.name} dumps is installed (comparators for: "
+                           f"{', '.join(known_modes(registry)) or 'none'}); install or enable the plugin of the {mode.name} mode")
     bench_refs = bench.index()
     if options.workers > 1:
         matches = match_entries(target.index(), bench_refs, target_parents=target.construct,
@@ -385,7 +387,7 @@ def run_compare(options: CompareOptions, registry) -> dict[str, Any]:
         raise CompareError(f"-o {out}: is a symbolic link; give a real folder")
     out.mkdir(parents=True, exist_ok=True)
     results = _run_pairs(pairs, registry, options)
-    modes = sorted({detect_mode(t, b) for t, b in pairs}) if pairs else []
+    modes = sorted({detect_mode(t, b, registry).name for t, b in pairs}) if pairs else []
     firsts = [r.first_divergence for r in results if r.first_divergence]
     totals = {k: sum(r.counts[k] for r in results) for k in (PASS, WARNING, ERROR, UNMATCHED)}
     summary = {

@@ -1,7 +1,8 @@
 """What ``probe compare`` writes: msprobe's CSV/XLSX layout, summary.json, the rich summary table.
 
-Columns per mode follow msprobe's result headers (so existing post-processing
-keeps working); columns of third-party comparators come after them.
+Columns follow msprobe's result headers (so existing post-processing keeps
+working): the data mode says which of msprobe's fixed columns it shows, its
+comparators fill the metric columns, third-party columns come last.
 Rows stream to disk: the CSV through :mod:`csv`, the XLSX through
 :class:`~probe_core.compare.xlsx.StreamingXlsx` (header frozen, error rows
 red, warning rows yellow; a sheet holds at most :data:`XLSX_MAX_ROWS` rows,
@@ -20,6 +21,7 @@ from typing import Any
 from probe_core.compare.comparator import LoadedComparator
 from probe_core.compare.rules import ERROR, WARNING
 from probe_core.compare.xlsx import StreamingXlsx
+from probe_core.modes import DataMode
 
 BASIC_INFO = ("NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape",
               "NPU Requires_grad", "Bench Requires_grad")
@@ -32,15 +34,15 @@ XLSX_MAX_ROWS = 1_048_000
 FILLS = {ERROR: "FFC7CE", WARNING: "FFEB9C"}
 
 
-def header(mode: str, comparators: Sequence[LoadedComparator]) -> list[str]:
-    """The column names for ``mode`` with these comparators (msprobe's order, extras last)."""
+def header(mode: DataMode, comparators: Sequence[LoadedComparator]) -> list[str]:
+    """The column names for a compare in ``mode`` with these comparators (msprobe's order, extras last)."""
     metrics = [c for comp in comparators if comp.placement == "metrics" for c in comp.columns]
     extras = [c for comp in comparators if comp.placement == "extra" for c in comp.columns]
     columns = list(BASIC_INFO) + metrics
-    if mode != "md5":
+    if mode.statistics_columns:
         columns += SUMMARY_INFO
     columns += list(EXTRACT_INFO) + [STACK]
-    if mode == "tensor":
+    if mode.data_name_column:
         columns.append(DATA_NAME)
     seen: set[str] = set()
     return [c for c in columns + extras if not (c in seen or seen.add(c))]

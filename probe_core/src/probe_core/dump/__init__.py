@@ -6,7 +6,7 @@ Public API (stable; ``probe compare`` and ``probe graph`` build on it)::
 
     for dump in discover("dump_root", ranks=[0], steps=None, lenient=False):
         dump.step, dump.rank            # from step{N} / rank{N}|rank|proc{pid} folder names (or None)
-        dump.framework, dump.task, dump.level, dump.mode   # mode: "statistics" | "md5" | "tensor"
+        dump.framework, dump.task, dump.level, dump.mode(registry)   # the DataMode that reads it
         dump.construct                  # {node: parent or None}   (construct.json)
         dump.stacks                     # {entry: (stack lines...)} (stack.json)
         for entry in dump.entries():    # streamed in execution order, bounded memory
@@ -14,7 +14,7 @@ Public API (stable; ``probe compare`` and ``probe graph`` build on it)::
             entry.parsed                # EntryName: kind ("api"|"module"|"parameters_grad"|"debug"),
                                         #   base, direction, count, module_path, module_class
             for leaf in entry.leaves(): # TensorMeta: name "…forward.input.0", role, dtype, shape,
-                entry.tensor_path(leaf) #   max/min/mean/norm, requires_grad, md5, data_name, value
+                entry.tensor_path(leaf) #   max/min/mean/norm, requires_grad, data_name, value, raw
         refs = dump.index()             # [EntryRef(name, index, start, end)]: one pass, no values kept
         with dump:                      # random access by byte span
             entry = dump.load(refs[3])
@@ -28,10 +28,9 @@ tokens are read as floats.
 from probe_core.dump.discover import discover
 from probe_core.dump.leaves import TensorMeta, iter_leaves
 from probe_core.dump.names import EntryName, parse_entry_name
-from probe_core.dump.reader import MODES, DumpEntry, EntryRef, RankDump
+from probe_core.dump.reader import DumpEntry, EntryRef, RankDump
 
 __all__ = [
-    "MODES",
     "DumpEntry",
     "EntryName",
     "EntryRef",

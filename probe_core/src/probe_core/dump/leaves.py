@@ -10,8 +10,7 @@ A ``null`` in a list is a leaf with every field ``None``.
 
 from __future__ import annotations
 
-import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
 #: dump.json key -> (row role, row name part). Order is the row order msprobe writes.
@@ -31,10 +30,10 @@ class TensorMeta(NamedTuple):
     ``role`` is ``"input"``, ``"output"``, ``"parameters"`` or
     ``"parameters_grad"``; ``is_tensor`` is False for scalars, strings, dtypes,
     ... (then ``value`` holds the value and the statistics mirror it when it
-    is a number, as msprobe does). ``md5`` is the CRC-32 of a tensor's bytes,
-    or of ``str(value)`` for a non-tensor. ``data_name`` names the tensor
-    file in ``dump_tensor_data/`` (tensor mode). A named tuple: cheap to
-    build by the hundred thousand, immutable, compared field by field.
+    is a number, as msprobe does). ``raw`` is the leaf's dump.json object
+    as written, where data modes find their own keys (``md5``, ...).
+    ``data_name`` names the tensor file in ``dump_tensor_data/``. A named
+    tuple: cheap to build by the hundred thousand, immutable.
     """
 
     name: str
@@ -47,7 +46,7 @@ class TensorMeta(NamedTuple):
     mean: Any = None
     norm: Any = None
     requires_grad: bool | None = None
-    md5: str | None = None
+    raw: Mapping[str, Any] | None = None
     data_name: str | None = None
     value: Any = None
     is_tensor: bool = False
@@ -66,13 +65,13 @@ def _leaf(data: dict, name: str, role: str) -> TensorMeta:
         return TensorMeta(
             name, role, kind, data.get("dtype"), tuple(shape) if isinstance(shape, list) else None,
             data.get("Max"), data.get("Min"), data.get("Mean"), data.get("Norm"),
-            data.get("requires_grad"), data.get("md5"), data.get("data_name") or None, None, True,
+            data.get("requires_grad"), data, data.get("data_name") or None, None, True,
         )
     value = data.get("value")
     number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
     return TensorMeta(
         name, role, kind, kind, (), number, number, number, number, data.get("requires_grad"),
-        f"{zlib.crc32(str(value).encode()):08x}", data.get("data_name") or None, value, False,
+        data, data.get("data_name") or None, value, False,
     )
 
 

@@ -26,7 +26,6 @@ from probe_core.dump.names import EntryName, parse_entry_name
 from probe_core.errors import DumpError
 
 TENSOR_DIR = "dump_tensor_data"
-MODES = ("statistics", "md5", "tensor")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +90,7 @@ class RankDump:
         self.step, self.rank, self.lenient = step, rank, lenient
         self._handle = None
         self._has_entries = True
+        self._mode: tuple[Any, Any] | None = None
 
     def __repr__(self) -> str:
         return f"RankDump({str(self.dump_file)!r}, step={self.step}, rank={self.rank})"
@@ -154,22 +154,25 @@ class RankDump:
     def level(self) -> str:
         return str(self.header.get("level") or "")
 
-    @cached_property
-    def mode(self) -> str:
-        """The data mode of the dump: ``tensor``, ``md5`` or ``statistics``.
+    def first_tensor_record(self) -> dict[str, Any] | None:
+        """The dump.json object of the first tensor in execution order (``None`` when there is none).
 
-        From ``task`` and, for statistics dumps, the first tensor (an
-        ``md5`` field means summary_mode md5).
+        Data modes recognise a dump by it (:func:`probe_core.modes.mode_of_dump`).
         """
-        if self.task == "tensor":
-            return "tensor"
         for entry in self.entries():
             for leaf in entry.leaves():
                 if leaf.is_tensor:
-                    if leaf.data_name and self.task != "statistics":
-                        return "tensor"
-                    return "md5" if leaf.md5 else "statistics"
-        return "statistics"
+                    return dict(leaf.raw or {})
+        return None
+
+    def mode(self, registry: Any) -> Any:
+        """The installed :class:`~probe_core.modes.DataMode` that reads this dump."""
+        from probe_core.modes import mode_of_dump
+
+        if self._mode is None or self._mode[0] is not registry:
+            self._mode = (registry, mode_of_dump(self.task, self.first_tensor_record(), registry,
+                                                 str(self.dump_file)))
+        return self._mode[1]
 
     # -- entries --------------------------------------------------------------
 

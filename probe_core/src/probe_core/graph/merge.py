@@ -3,12 +3,12 @@
 A :class:`Layout` (``--rank-size --tp --pp --vpp --order``) places each rank
 on the (tp, dp, pp) grid; every data-parallel group becomes one job whose
 ranks are merged. The merging itself is the plugins' (``probe_graph_mergers``,
-e.g. probe-parallel-merge's ``tp``, ``vpp``, ``pp``), called in this order:
-
-* ``tp``: ``merge(graphs, layout) -> [graph]`` once per pipeline stage, with
-  that stage's tensor-parallel graphs in tp order;
-* ``vpp``: ``merge(stage_graphs, layout) -> stage_graphs`` over the stages;
-* ``pp``: ``merge(stage_graphs, layout) -> [graph]`` stitches the stages.
+e.g. probe-parallel-merge's ``tp``, ``vpp``, ``pp``): every installed merger
+runs in ``(priority, name)`` order, each as ``merge(graphs, layout) ->
+graphs``, starting from the group's graphs ordered by (pp, tp); a merger with
+nothing to do for the layout returns its input. probe-parallel-merge's
+priorities make ``tp`` merge each stage's ranks, then ``vpp`` cut stages into
+model chunks, then ``pp`` stitch them into one graph.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from probe_core.errors import GraphError
+from probe_core.graph.jobs import GraphJob
 from probe_core.graph.model import Graph
 
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"
@@ -83,8 +84,6 @@ def _side_groups(folders: Sequence[Any], layout: Layout, label: str) -> dict[tup
 
 def group_jobs(targets: Sequence[Any], benches: Sequence[Any] | None, layouts: tuple[Layout, Layout]) -> list[Any]:
     """One job per (step, data-parallel group), each side's ranks ordered by (pp, tp)."""
-    from probe_core.graph.service import GraphJob
-
     target_groups = _side_groups(targets, layouts[0], "target")
     if benches is None:
         return [GraphJob(step, dp, tuple(group)) for (step, dp), group in sorted(target_groups.items())]
@@ -96,29 +95,22 @@ def group_jobs(targets: Sequence[Any], benches: Sequence[Any] | None, layouts: t
             for t_key, b_key in zip(sorted(target_groups), sorted(bench_groups))]
 
 
-def _merger(registry: Any, name: str) -> Any:
-    specs = registry.graph_mergers if registry is not None else {}
-    spec = specs.get(name)
-    if spec is None:
-        raise GraphError(f"no graph merger {name!r} is installed (mergers: {', '.join(specs) or 'none'}); "
-                         "pip install probe-parallel-merge, or enable it in config.json \"plugins\"")
-    return spec.load()
-
-
 def merge_side(graphs: Sequence[Graph], layout: Layout, registry: Any) -> Graph:
-    """Merge one data-parallel group's graphs (ordered by (pp, tp)) into one graph."""
+    """Merge one data-parallel group's graphs (ordered by (pp, tp)) into one graph, merger by merger."""
     if len(graphs) != layout.tp * layout.pp:
         raise GraphError(f"a data-parallel group has {len(graphs)} ranks, expected tp*pp = {layout.tp * layout.pp}")
-    stages = [list(graphs[i * layout.tp:(i + 1) * layout.tp]) for i in range(layout.pp)]
-    if layout.tp > 1:
-        tp = _merger(registry, "tp")
-        merged_stages = [tp.merge(stage, layout)[0] for stage in stages]
-    else:
-        merged_stages = [stage[0] for stage in stages]
-    if layout.vpp > 1:
-        merged_stages = list(_merger(registry, "vpp").merge(merged_stages, layout))
-    if len(merged_stages) > 1:
-        merged_stages = list(_merger(registry, "pp").merge(merged_stages, layout))
-    graph = merged_stages[0]
+    mergers = registry.graph_mergers if registry is not None else {}
+    needed = [axis for axis in ("tp", "vpp", "pp") if getattr(layout, axis) > 1 and axis not in mergers]
+    if needed:
+        raise GraphError(f"the layout needs the graph merger(s) {', '.join(needed)}, which are not installed "
+                         f"(mergers: {', '.join(mergers) or 'none'}); pip install probe-parallel-merge, or enable "
+                         "it in config.json \"plugins\"")
+    merged = list(graphs)
+    for spec in mergers.values():
+        merged = list(spec.load().merge(merged, layout))
+    if len(merged) != 1:
+        raise GraphError(f"the graph mergers ({', '.join(mergers)}) left {len(merged)} graphs for one data-parallel "
+                         f"group instead of one; check --tp/--pp/--vpp against the training script")
+    graph = merged[0]
     graph.renumber()
     return graph

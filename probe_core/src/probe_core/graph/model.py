@@ -84,7 +84,8 @@ class Graph:
         self.task = task
         self.dump_dir = dump_dir
         self.micro_steps = 1
-        self.mode = "statistics"  # data mode of the dump: statistics, md5, tensor (or structure)
+        self.mode = ""  # name of the data mode that reads the dump ("" for a graph built in memory)
+        self.dump_file: str | None = None  # the dump.json it was read from (tensor files are found from it)
 
     @property
     def graph_id(self) -> str:

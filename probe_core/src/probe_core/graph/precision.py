@@ -1,30 +1,35 @@
-"""Precision index and colours of compared nodes.
+"""Precision index and colours of compared nodes: the compare module's one judge, applied to graph nodes.
 
-Each matched target node gets a precision index from the compare rules'
-verdict for its entry (pass 0, warning 0.5, error 1); the viewer colours it
-by ``tb_config.node_colors``: pale for [0, 0.3), orange for [0.3, 0.6), red
-for [0.6, 1], grey for unmatched nodes. The verdict itself is the compare
-module's (:mod:`probe_core.compare`); this module only adapts graph nodes to
-it and keeps the metrics the viewer shows beside each tensor.
+Each matched target node is compared as ``probe compare`` compares its entry
+(:func:`probe_core.compare.engine.compare_entry`: the same comparators, the
+same verdicts from the rules, the data mode and the comparator plugins) and
+gets a precision index from the verdict (pass 0, warning 0.5, error 1); the
+viewer colours it by ``tb_config.node_colors``: pale for [0, 0.3), orange for
+[0.3, 0.6), red for [0.6, 1], grey for unmatched nodes. The data mode says
+how each leaf's metrics show beside its tensor.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+from probe_core.compare.comparator import LoadedComparator
+from probe_core.compare.engine import compare_entry
+from probe_core.dump import DumpEntry, RankDump
 from probe_core.graph.model import Graph, Node
+from probe_core.modes import DataMode
 
 PASS_INDEX, WARNING_INDEX, ERROR_INDEX = 0.0, 0.5, 1.0
 WARNING_AT, ERROR_AT = 0.3, 0.6
 INDEX_OF = {"pass": PASS_INDEX, "warning": WARNING_INDEX, "error": ERROR_INDEX}
 GREY = "#C7C7C7"
-TASK_OF_MODE = {"statistics": "summary", "md5": "md5", "tensor": "all", "structure": "structure"}
 
 
-def node_colors(mode: str) -> dict[str, Any]:
-    """``tb_config.node_colors`` for a compare of ``mode`` dumps (the seeds' legend)."""
-    what = {"md5": "CRC-32 of inputs/outputs", "tensor": "tensor error of inputs/outputs"}.get(
-        mode, "statistics error of inputs/outputs")
+def node_colors(mode: DataMode) -> dict[str, Any]:
+    """``tb_config.node_colors`` for a compare in ``mode`` (the seeds' legend)."""
+    what = mode.legend
     return {
         "#FFFCF3": {"value": [0, WARNING_AT], "description": f"pass: {what} within tolerance"},
         "#FFDC7F": {"value": [WARNING_AT, ERROR_AT], "description": f"warning: {what} suspicious"},
@@ -33,41 +38,61 @@ def node_colors(mode: str) -> dict[str, Any]:
     }
 
 
-def tool_tips(mode: str) -> dict[str, str]:
-    """What the viewer shows when hovering a metric name."""
-    if mode == "md5":
-        return {"md5": "CRC-32 of the tensor's bytes; equal values mean identical data"}
-    if mode == "tensor":
-        return {"Cosine": "cosine similarity of target and bench tensors (1 is identical)",
-                "MaxAbsErr": "largest absolute element difference",
-                "MaxRelativeErr": "largest relative element difference",
-                "One Thousandth Err Ratio": "share of elements with relative error below 0.1%",
-                "Five Thousandth Err Ratio": "share of elements with relative error below 0.5%"}
-    return {f"{stat}{kind}": f"{label} of the {stat} statistic, target vs bench"
-            for stat in ("Max", "Min", "Mean", "Norm")
-            for kind, label in (("AbsErr", "absolute difference"), ("RelativeErr", "relative difference"))}
+def tool_tips(mode: DataMode, comparators: Sequence[LoadedComparator]) -> dict[str, str]:
+    """What the viewer shows when hovering a metric name: the mode's, then each comparator's."""
+    tips = dict(mode.tool_tips())
+    for comp in comparators:
+        tips.update(comp.tool_tips)
+    return tips
 
 
-def _judge(target: Node, bench: Node, mode: str) -> tuple[str, dict[str, dict[str, Any]]]:
-    """(verdict, metrics per tensor key) of one matched pair, by the compare rules."""
-    from probe_core.graph.compare_adapter import judge_pair
-
-    return judge_pair(target, bench, mode)
+def _entry(node: Node, dump: RankDump | None) -> DumpEntry:
+    return DumpEntry(node.name, node.order, node.entry if isinstance(node.entry, dict) else {}, dump=dump)
 
 
-def score_graphs(target: Graph, bench: Graph, mode: str) -> dict[str, dict[str, dict[str, Any]]]:
-    """Set ``precision_index`` on matched nodes of both sides; return the target side's metrics."""
+def _dump(graph: Graph) -> RankDump | None:
+    """The graph's rank dump, where tensor files are found (``None`` for a graph built in memory)."""
+    return RankDump(Path(graph.dump_file)) if graph.dump_file else None
+
+
+def score_graphs(target: Graph, bench: Graph, mode: DataMode | None,
+                 comparators: Sequence[LoadedComparator]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Set ``precision_index`` on matched nodes of both sides; return the target side's shown metrics.
+
+    ``mode`` ``None`` compares structure only (task ``structure``): every matched node passes.
+    """
     metrics: dict[str, dict[str, dict[str, Any]]] = {}
-    for node in target.nodes.values():
-        other = node.matched
-        if other is None:
-            node.precision_index = None
-            continue
-        if mode == "structure" or not (node.inputs or node.outputs or other.inputs or other.outputs):
-            verdict, found = "pass", {}
-        else:
-            verdict, found = _judge(node, other, mode)
-        node.precision_index = other.precision_index = INDEX_OF.get(verdict, PASS_INDEX)
-        if found:
-            metrics[node.name] = found
+    target_dump, bench_dump = _dump(target), _dump(bench)
+    try:
+        for node in target.nodes.values():
+            other = node.matched
+            if other is None:
+                node.precision_index = None
+                continue
+            verdict = "pass"
+            if mode is not None and (node.inputs or node.outputs or other.inputs or other.outputs):
+                outcome = compare_entry(_entry(node, target_dump), _entry(other, bench_dump), mode, comparators,
+                                        lenient=True)
+                verdict = outcome.result
+                shown = _shown(outcome.rows, mode)
+                if shown:
+                    metrics[node.name] = shown
+            node.precision_index = other.precision_index = INDEX_OF.get(verdict, PASS_INDEX)
+    finally:
+        for dump in (target_dump, bench_dump):
+            if dump is not None:
+                dump.close()
     return metrics
+
+
+def _shown(rows: Sequence[Any], mode: DataMode) -> dict[str, dict[str, Any]]:
+    """``{target tensor key: shown metrics}``, with the row's result where a rule said why."""
+    shown: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        if row.npu is None:
+            continue
+        if row.metrics:
+            shown[row.npu.name] = mode.shown_metrics(row.metrics)
+        if row.messages:
+            shown.setdefault(row.npu.name, {})["Result"] = str(row.result)
+    return shown

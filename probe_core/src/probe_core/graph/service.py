@@ -8,6 +8,7 @@ processes when ``workers > 1`` and hand back only rows and a summary.
 from __future__ import annotations
 
 import gc
+import multiprocessing
 import os
 import time
 from collections.abc import Sequence
@@ -16,13 +17,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from probe_core.compare.comparator import load_comparators
 from probe_core.errors import GraphError
+from probe_core.graph.jobs import GraphJob
 from probe_core.graph.match import match_graphs
-from probe_core.graph.merge import Layout, merge_side
+from probe_core.graph.merge import Layout, group_jobs, merge_side
 from probe_core.graph.model import Graph
 from probe_core.graph.overflow import mark_overflow
-from probe_core.graph.precision import TASK_OF_MODE, node_colors, score_graphs, tool_tips
+from probe_core.graph.precision import node_colors, score_graphs, tool_tips
 from probe_core.graph.source import RankFolder, discover, load_graph
+from probe_core.modes import DataMode, common_mode, load_mode
 from probe_core.graph.summary import GraphSummary, summarize
 from probe_core.graph.vis_db import GraphRows, VisConfig, graph_rows, write_vis_db
 
@@ -37,14 +41,7 @@ class GraphOptions:
     layouts: tuple[Layout, Layout] | None = None  # (target, bench) parallel layouts to merge
 
 
-@dataclass(frozen=True)
-class GraphJob:
-    """One output graph: the rank dumps of each side that make it."""
-
-    step: int
-    rank: int
-    target: tuple[RankFolder, ...]
-    bench: tuple[RankFolder, ...] | None = None
+STRUCTURE_TASK = "structure"  # msprobe's task that records the hierarchy only: compared as structure
 
 
 @dataclass
@@ -52,12 +49,12 @@ class JobResult:
     rows: list[GraphRows] = field(default_factory=list)
     summary: GraphSummary | None = None
     micro_steps: int = 1
-    mode: str = "statistics"
+    mode: str = ""  # the data mode the graphs were compared in; STRUCTURE_TASK; "" for a build
 
 
 def _side(folders: Sequence[RankFolder], source: str, layout: Layout | None, step: int, rank: int,
           registry: Any) -> Graph:
-    graphs = [load_graph(folder, source) for folder in folders]
+    graphs = [load_graph(folder, source, registry) for folder in folders]
     if layout is None or len(graphs) == 1 and layout.is_trivial:
         graph = graphs[0]
     else:
@@ -66,7 +63,7 @@ def _side(folders: Sequence[RankFolder], source: str, layout: Layout | None, ste
     return graph
 
 
-def run_job(job: GraphJob, options: GraphOptions, registry: Any = None) -> JobResult:
+def run_job(job: GraphJob, options: GraphOptions, registry: Any) -> JobResult:
     """Build (and compare) one graph; return its rows and summary.
 
     The cyclic garbage collector is paused meanwhile: a graph is millions of
@@ -81,10 +78,22 @@ def run_job(job: GraphJob, options: GraphOptions, registry: Any = None) -> JobRe
             gc.enable()
 
 
+def compare_mode(target: Graph, bench: Graph, registry: Any) -> DataMode | None:
+    """The data mode two graphs are compared in (``None``: structure only)."""
+    if STRUCTURE_TASK in (target.task, bench.task) or not (target.mode and bench.mode):
+        return None
+    a, b = load_mode(registry.data_modes[target.mode]), load_mode(registry.data_modes[bench.mode])
+    common = common_mode(a, b, registry)
+    if common is None:
+        raise GraphError(f"cannot compare a {a.name} dump ({target.dump_file}) with a {b.name} dump "
+                         f"({bench.dump_file}): dump both sides with the same task/summary_mode")
+    return common[0]
+
+
 def _run_job(job: GraphJob, options: GraphOptions, registry: Any) -> JobResult:
     layouts = options.layouts or (None, None)
     target = _side(job.target, "NPU", layouts[0], job.step, job.rank, registry)
-    result = JobResult(mode=target.mode)
+    result = JobResult()
     if options.overflow:
         mark_overflow(target)
     bench = None
@@ -93,14 +102,11 @@ def _run_job(job: GraphJob, options: GraphOptions, registry: Any) -> JobResult:
         bench = _side(job.bench, "Bench", layouts[1], job.step, job.rank, registry)
         if options.overflow:
             mark_overflow(bench)
-        mode = target.mode if target.mode == bench.mode else "statistics"
-        if target.task == "structure" or bench.task == "structure":
-            mode = "structure"
-        result.mode = mode
+        mode = compare_mode(target, bench, registry)
+        result.mode = mode.name if mode is not None else STRUCTURE_TASK
         match_graphs(target, bench, fuzzy=options.fuzzy, layer_mapping=options.layer_mapping)
-        metrics = score_graphs(target, bench, mode)
-    elif target.task == "structure":
-        result.mode = "structure"
+        comparators = load_comparators(registry, mode.name) if mode is not None else []
+        metrics = score_graphs(target, bench, mode, comparators)
     result.rows.append(graph_rows(target, metrics))
     if bench is not None:
         result.rows.append(graph_rows(bench))
@@ -109,13 +115,11 @@ def _run_job(job: GraphJob, options: GraphOptions, registry: Any) -> JobResult:
     return result
 
 
-def _run_job_in_worker(job: GraphJob, options: GraphOptions) -> JobResult:
-    registry = None
-    if options.layouts is not None:
-        from probe_core.plugins import load_registry
+_WORKER: dict[str, Any] = {}
 
-        registry = load_registry()
-    return run_job(job, options, registry)
+
+def _run_job_in_worker(job: GraphJob, options: GraphOptions) -> JobResult:
+    return run_job(job, options, _WORKER["registry"])  # the parent's registry, inherited through fork
 
 
 def plan_jobs(target_path: str | Path, bench_path: str | Path | None, options: GraphOptions) -> list[GraphJob]:
@@ -123,8 +127,6 @@ def plan_jobs(target_path: str | Path, bench_path: str | Path | None, options: G
     targets = discover(target_path)
     benches = discover(bench_path) if bench_path is not None else None
     if options.layouts is not None:
-        from probe_core.graph.merge import group_jobs
-
         return group_jobs(targets, benches, options.layouts)
     if benches is None:
         return [GraphJob(t.step, t.rank, (t,)) for t in targets]
@@ -143,7 +145,14 @@ def plan_jobs(target_path: str | Path, bench_path: str | Path | None, options: G
 def run_graph(target_path: str | Path, bench_path: str | Path | None, output_dir: str | Path,
               options: GraphOptions, *, workers: int = 1, registry: Any = None,
               progress: bool = True) -> tuple[Path, list[GraphSummary]]:
-    """Everything ``probe graph`` does but printing: returns the written file and the summaries."""
+    """Everything ``probe graph`` does but printing: returns the written file and the summaries.
+
+    ``registry`` defaults to the process-wide one (:func:`probe_core.plugins.current_registry`).
+    """
+    if registry is None:
+        from probe_core.plugins import current_registry
+
+        registry = current_registry()
     paused = gc.isenabled()
     gc.disable()  # see run_job
     try:
@@ -159,14 +168,16 @@ def _run_graph(target_path: str | Path, bench_path: str | Path | None, output_di
     results = _execute(jobs, options, workers, registry, progress)
     compare = bench_path is not None
     modes = {r.mode for r in results}
-    mode = modes.pop() if len(modes) == 1 else "statistics"
+    mode_name = modes.pop() if len(modes) == 1 else ""
+    mode = load_mode(registry.data_modes[mode_name]) if mode_name in registry.data_modes else None
+    comparators = load_comparators(registry, mode.name) if mode is not None else []
     config = VisConfig(
         graph_type="compare" if compare else "build",
-        task=TASK_OF_MODE.get(mode, "summary") if compare else "",
-        tool_tip=tool_tips(mode) if compare else None,
+        task=(mode.graph_task if mode is not None else mode_name or "summary") if compare else "",
+        tool_tip=tool_tips(mode, comparators) if compare and mode is not None else None,
         micro_steps=max(r.micro_steps for r in results),
         overflow_check=options.overflow,
-        node_colors=node_colors(mode) if compare else None,
+        node_colors=node_colors(mode or DataMode()) if compare else None,
         ranks=[job.rank for job in jobs], steps=[job.step for job in jobs],
     )
     stamp = time.strftime("%Y%m%d%H%M%S")
@@ -192,10 +203,14 @@ def _execute(jobs: list[GraphJob], options: GraphOptions, workers: int, registry
                 results.append(run_job(job, options, registry))
                 bar.advance(task)
             return results
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = [pool.submit(_run_job_in_worker, job, options) for job in jobs]
-            results = []
-            for future in futures:
-                results.append(future.result())
-                bar.advance(task)
-            return results
+        _WORKER["registry"] = registry
+        try:
+            with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
+                futures = [pool.submit(_run_job_in_worker, job, options) for job in jobs]
+                results = []
+                for future in futures:
+                    results.append(future.result())
+                    bar.advance(task)
+                return results
+        finally:
+            _WORKER.clear()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from probe_core.errors import DumpError, GraphError
 from probe_core.graph.build import build_graph
@@ -49,8 +50,11 @@ def discover(path: str | Path) -> list[RankFolder]:
     return sorted(RankFolder(d.step or 0, d.rank or 0, d.dump_file) for d in dumps)
 
 
-def load_graph(where: RankFolder, source: str = "NPU") -> Graph:
-    """Read one rank dump into a graph (``source``: ``NPU`` for target, ``Bench`` for bench)."""
+def load_graph(where: RankFolder, source: str = "NPU", registry: Any = None) -> Graph:
+    """Read one rank dump into a graph (``source``: ``NPU`` for target, ``Bench`` for bench).
+
+    With a plugin ``registry`` the graph also learns its data mode (``graph.mode``, the mode's name).
+    """
     from probe_core.dump import RankDump
 
     folder = where.folder
@@ -63,9 +67,9 @@ def load_graph(where: RankFolder, source: str = "NPU") -> Graph:
             raise GraphError(f"{folder / 'construct.json'}: missing or empty; the dump was made at level L1 "
                              "(APIs only): re-dump with level L0 or mix to get the model structure")
         data = {entry.name: entry.data for entry in dump.entries()}
-        mode = dump.mode if data else "statistics"
+        mode = dump.mode(registry).name if registry is not None and data else ""
         graph = build_graph(construct, data, dump.stacks, rank=where.rank, step=where.step, source=source,
                             task=dump.task, dump_dir=dump.header.get("dump_data_dir"),
                             where=str(folder / "construct.json"))
-    graph.mode = mode
+    graph.mode, graph.dump_file = mode, str(where.dump_file)
     return graph

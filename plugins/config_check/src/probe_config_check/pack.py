@@ -1,0 +1,162 @@
+"""The config_check pack: one zip per environment, one JSON file per checker and rank.
+
+Layout::
+
+    manifest.json            {"format": "probe-config-check", "version": 1, "checkers": {...}, "ranks": [...]}
+    rank0/env.json           what checker ``env`` collected on rank 0
+    rank0/weights.json
+    rank1/...
+
+The pack holds whatever the checkers return; it knows no checker by name.
+Several ranks of one job can write into one pack: each rank keeps its files
+in a staging folder next to the zip, and the zip is rebuilt from all of them
+under a file lock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import time
+import zipfile
+from collections.abc import Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from probe_core.errors import CheckError
+
+from probe_config_check.safezip import checked_members, open_zip, read_member
+
+FORMAT = "probe-config-check"
+VERSION = 1
+MANIFEST = "manifest.json"
+_MEMBER = re.compile(r"^rank(\d+)/([A-Za-z0-9_.-]+)\.json$")
+_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+#: rank -> checker name -> collected JSON data
+PackData = dict[int, dict[str, Any]]
+
+
+def to_json(data: Any) -> str:
+    """JSON text for collected data; values JSON cannot hold become strings."""
+    return json.dumps(data, indent=1, sort_keys=True, default=str, allow_nan=True)
+
+
+def check_name(name: str) -> str:
+    if not _NAME.match(name):
+        raise CheckError(f"checker name {name!r} cannot be a file name in a pack; "
+                         "use letters, digits, '_', '-' or '.'")
+    return name
+
+
+def write_pack(path: str | os.PathLike[str], data: PackData, checkers: Mapping[str, Mapping[str, str]]) -> Path:
+    """Write ``data`` as a pack at ``path`` (atomically replaced); ``checkers`` describes each checker."""
+    path = Path(path)
+    if path.is_dir():
+        raise CheckError(f"{path}: is a folder; pass the path of the zip file to write (e.g. pack.zip)")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    manifest = {"format": FORMAT, "version": VERSION, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "ranks": sorted(data), "checkers": dict(sorted(checkers.items()))}
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+            archive.writestr(MANIFEST, json.dumps(manifest, indent=1))
+            for rank in sorted(data):
+                for name, value in sorted(data[rank].items()):
+                    archive.writestr(f"rank{int(rank)}/{check_name(name)}.json", to_json(value))
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def read_pack(path: str | os.PathLike[str]) -> tuple[dict[str, Any], PackData]:
+    """(manifest, rank -> checker -> data) of a pack, every member checked before it is read."""
+    with open_zip(path) as archive:
+        members = checked_members(archive, path)
+        manifest: dict[str, Any] | None = None
+        data: PackData = {}
+        for info, rel in members:
+            name = rel.as_posix()
+            if name == MANIFEST:
+                manifest = _load(path, name, read_member(archive, info, path))
+                continue
+            match = _MEMBER.match(name)
+            if match:
+                data.setdefault(int(match.group(1)), {})[match.group(2)] = _load(
+                    path, name, read_member(archive, info, path))
+    if not manifest or manifest.get("format") != FORMAT:
+        raise CheckError(f"{path}: no probe config_check manifest ({MANIFEST}); "
+                         "pass a pack written by probe check collect or ConfigChecker")
+    if int(manifest.get("version", 0)) > VERSION:
+        raise CheckError(f"{path}: pack format version {manifest.get('version')} is newer than this probe "
+                         f"understands ({VERSION}); upgrade probe")
+    return manifest, data
+
+
+def _load(path: Any, member: str, raw: bytes) -> Any:
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CheckError(f"{path}: member {member} is not valid JSON ({exc}); re-collect the pack") from None
+
+
+# -- several ranks, one pack ------------------------------------------------------
+
+
+def staging_dir(path: str | os.PathLike[str]) -> Path:
+    path = Path(path)
+    return path.parent / f".{path.name}.parts"
+
+
+@contextmanager
+def _locked(folder: Path):
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "a+") as handle:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows: no cross-process lock
+            yield
+            return
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def write_rank(path: str | os.PathLike[str], rank: int, collected: Mapping[str, Any],
+               checkers: Mapping[str, Mapping[str, str]], *, world_size: int = 1, fresh: bool = False) -> Path:
+    """Store one rank's data in the staging folder, then rebuild the pack from every rank's files.
+
+    ``fresh`` drops what this rank staged in an earlier run; ranks at or above
+    ``world_size`` (left over from a bigger earlier job) are not packed.
+    """
+    stage = staging_dir(path)
+    world_size = max(world_size, rank + 1)
+    with _locked(stage):
+        folder = stage / f"rank{int(rank)}"
+        folder.mkdir(exist_ok=True)
+        if fresh:
+            for old in folder.glob("*.json"):
+                old.unlink()
+        for name, value in collected.items():
+            tmp = folder / f".{check_name(name)}.json.tmp"
+            tmp.write_text(to_json(value), encoding="utf-8")
+            os.replace(tmp, folder / f"{name}.json")
+        (stage / f"checkers.rank{int(rank)}.json").write_text(json.dumps(dict(checkers)), encoding="utf-8")
+        data: PackData = {}
+        described: dict[str, Mapping[str, str]] = {}
+        for rank_dir in sorted(stage.glob("rank*")):
+            if not rank_dir.name[4:].isdigit() or rank_dir.is_symlink() or int(rank_dir.name[4:]) >= world_size:
+                continue
+            for file in sorted(rank_dir.glob("*.json")):
+                data.setdefault(int(rank_dir.name[4:]), {})[file.stem] = json.loads(file.read_text(encoding="utf-8"))
+        for file in sorted(stage.glob("checkers.rank*.json")):
+            described.update(json.loads(file.read_text(encoding="utf-8")))
+        return write_pack(path, data, described)

@@ -1,0 +1,168 @@
+"""The ``statistics`` data mode (plugin ``statistics``): Max/Min/Mean/Norm per tensor, end to end.
+
+* collection: type, dtype, shape, requires_grad and the four statistics,
+  computed on the tensor's device and fetched in batches;
+* dumps: any dump whose tensors carry statistics (the catch-all mode:
+  asked last, it also reads overflow_check and structure dumps);
+* compare: msprobe's eight columns (diff and relative error of each
+  statistic) and its legend's rules — target max/min holds NaN/Inf while
+  the bench's does not (error); inputs' norm relative error below 0.1 and
+  an output's above 0.5 (error); an output's more than 10x the inputs'
+  (warning; probe adds a noise floor of 1e-6 so float rounding on identical
+  inputs is not flagged). Two leaves differ when a statistic is off by more
+  than ``1e-8 + 1e-5 * |bench|``;
+* graph: task ``summary``; the viewer shows ``MaxAbsErr`` ... and relative
+  errors in percent.
+
+The md5, tensor and overflow_check modes build on :class:`StatisticsMode`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from probe_core import hookimpl
+from probe_core.compare.comparator import LeafPair
+from probe_core.compare.metrics import as_float, relative_error
+from probe_core.compare.output import NA
+from probe_core.compare.rules import ERROR, WARNING, RowResult, is_bad, metric_values
+from probe_core.modes import DataMode
+from probe_core.specs import ComparatorSpec, DataModeSpec
+
+STAT_KEYS = ("Max", "Min", "Mean", "Norm")
+DIFF_COLUMNS = ("Max diff", "Min diff", "Mean diff", "L2norm diff")
+RELATIVE_COLUMNS = ("MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr")
+SHOWN_DIFF = dict(zip(DIFF_COLUMNS, ("MaxAbsErr", "MinAbsErr", "MeanAbsErr", "NormAbsErr")))
+
+NORM_INPUT_MAX = 0.1          # error: input norm rel. error below this ...
+NORM_OUTPUT_ERROR = 0.5       # ... and output above this
+NORM_WARNING_RATIO = 10.0     # warning: output rel. error more than 10x the input's
+NOISE_FLOOR = 1e-6            # probe's guard for that warning
+#: Divergence tolerance: two values agree when |a - b| <= ATOL + RTOL * |b|.
+DIVERGENCE_RTOL = 1e-5
+DIVERGENCE_ATOL = 1e-8
+
+
+def statistics_metrics(npu: Any, bench: Any) -> dict[str, Any]:
+    """Diffs (target - bench) and relative errors of Max, Min, Mean, Norm; ``N/A`` where not numbers."""
+    out: dict[str, Any] = {}
+    for diff_col, rel_col, a, b in zip(DIFF_COLUMNS, RELATIVE_COLUMNS, npu.stats, bench.stats):
+        if type(a) is float and type(b) is float:  # the common case
+            x, y = a, b
+        else:
+            x, y = as_float(a), as_float(b)
+            if x is None or y is None:
+                out[diff_col] = out[rel_col] = NA
+                continue
+        if x == y:
+            out[diff_col] = out[rel_col] = 0.0
+            continue
+        out[diff_col] = x - y if not (math.isinf(x) and x == y) else 0.0
+        out[rel_col] = relative_error(x, y)
+    return out
+
+
+def close(a: Any, b: Any) -> bool:
+    """Whether two statistics agree within the divergence tolerance (NaN agrees with NaN only)."""
+    x, y = as_float(a), as_float(b)
+    if x is None or y is None:
+        return a == b
+    if math.isnan(x) or math.isnan(y):
+        return math.isnan(x) and math.isnan(y)
+    if math.isinf(x) or math.isinf(y):
+        return x == y
+    return abs(x - y) <= DIVERGENCE_ATOL + DIVERGENCE_RTOL * abs(y)
+
+
+class StatisticsMode(DataMode):
+    """The default data mode; md5, tensor and overflow_check extend its record and rules."""
+
+    name = "statistics"
+    graph_task = "summary"
+    legend = "statistics error of inputs/outputs"
+
+    def encode(self, tensor: Any, ops: Any, sink: Any, label: str) -> dict[str, Any]:
+        record = ops.describe(tensor)
+        record["Max"] = record["Min"] = record["Mean"] = record["Norm"] = None
+        requires_grad = ops.requires_grad(tensor)
+        if requires_grad is not None:  # MindSpore tensors carry no flag (msprobe writes none there)
+            record["requires_grad"] = requires_grad
+        sink.defer_stats(record, ops.stats(tensor))
+        self.extend(record, tensor, ops, sink, label)
+        return record
+
+    def extend(self, record: dict[str, Any], tensor: Any, ops: Any, sink: Any, label: str) -> None:
+        """Where a mode built on this one adds keys after the statistics (md5, data_name)."""
+
+    def recognises(self, task: str, record: Mapping[str, Any] | None) -> bool:
+        return record is None or any(key in record for key in STAT_KEYS)
+
+    def judge_row(self, row: RowResult) -> None:
+        npu, bench = row.npu, row.bench
+        if (is_bad(npu.max) or is_bad(npu.min)) and not (is_bad(bench.max) or is_bad(bench.min)):
+            row.flag(ERROR, "Target max/min contains nan/inf, bench does not.")
+
+    def judge_io(self, inputs: Sequence[RowResult], outputs: Sequence[RowResult]) -> None:
+        in_err = metric_values(inputs, "NormRelativeErr")
+        worst_in = max(in_err) if in_err else 0.0
+        for row in outputs:
+            out_err = as_float(row.metrics.get("NormRelativeErr"))
+            if out_err is None or math.isnan(out_err):
+                continue
+            if in_err and worst_in < NORM_INPUT_MAX and out_err > NORM_OUTPUT_ERROR:
+                row.flag(ERROR, f"Output norm relative error {out_err:.4g} > {NORM_OUTPUT_ERROR} while inputs' "
+                                f"< {NORM_INPUT_MAX}.")
+            elif out_err > NOISE_FLOOR and out_err > NORM_WARNING_RATIO * worst_in:
+                row.flag(WARNING, f"Output norm relative error {out_err:.4g} is over {NORM_WARNING_RATIO:g}x "
+                                  f"the inputs' ({worst_in:.4g}).")
+
+    def differs(self, row: RowResult) -> str | None:
+        npu, bench = row.npu.stats, row.bench.stats
+        if npu == bench:
+            return None
+        for label, a, b in zip(STAT_KEYS, npu, bench):
+            if not close(a, b):
+                return f"{label} {a!r} vs {b!r}"
+        return None
+
+    def tool_tips(self) -> dict[str, str]:
+        return {f"{stat}{kind}": f"{label} of the {stat} statistic, target vs bench"
+                for stat in STAT_KEYS
+                for kind, label in (("AbsErr", "absolute difference"), ("RelativeErr", "relative difference"))}
+
+    def shown_metrics(self, metrics: Mapping[str, Any]) -> dict[str, str]:
+        shown: dict[str, str] = {}
+        for column, value in metrics.items():
+            if column in SHOWN_DIFF:
+                shown[SHOWN_DIFF[column]] = str(value)
+            elif column in RELATIVE_COLUMNS and value.__class__ is float and math.isfinite(value):
+                shown[column] = f"{value * 100:.6g}%"
+            else:
+                shown[column] = "null" if value is None else str(value)
+        return shown
+
+
+class StatisticsComparator:
+    """msprobe's eight summary columns, in msprobe's position; relative errors as percent strings."""
+
+    columns = DIFF_COLUMNS + RELATIVE_COLUMNS
+    placement = "metrics"
+    percent_columns = frozenset(RELATIVE_COLUMNS)
+
+    def compare(self, pair: LeafPair) -> dict[str, Any]:
+        return statistics_metrics(pair.npu, pair.bench)
+
+
+@hookimpl
+def probe_data_modes() -> list[DataModeSpec]:
+    return [DataModeSpec("statistics", "Max/Min/Mean/Norm per tensor, computed on device, fetched in batches",
+                         StatisticsMode, tasks=("statistics", "structure"), summary_modes=("statistics",),
+                         priority=100)]
+
+
+@hookimpl
+def probe_comparators() -> list[ComparatorSpec]:
+    return [ComparatorSpec("statistics", "statistics", "Max/Min/Mean/Norm diff and relative error",
+                           StatisticsComparator)]

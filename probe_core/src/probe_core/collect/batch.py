@@ -1,0 +1,87 @@
+"""Batching: entries wait here until their tensors' statistics are fetched, all in one transfer.
+
+:class:`Batch` is the :class:`~probe_core.collect.tensors.TensorSink` a data
+mode encodes into: ``defer_stats`` queues a statistics handle beside the record
+it fills, ``save_tensor`` hands a snapshot to the writer. :meth:`Batch.flush`
+fetches every queued statistic with one ``ops.fetch_stats`` call (on the
+writer thread under ``async_dump``) and passes the batch on to the
+:class:`~probe_core.collect.writer.StepWriter`.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from probe_core.collect.tensors import TensorOps
+from probe_core.collect.writer import Pending, StepWriter
+
+FLUSH_EVERY = 128  # entries per batch of statistics
+
+
+class Batch:
+    """Queued entries and their deferred statistics, for one collection."""
+
+    def __init__(self, ops: TensorOps, writer: StepWriter, lock: threading.RLock, *, async_fetch: bool,
+                 flush_every: int = FLUSH_EVERY) -> None:
+        self.ops = ops
+        self.writer = writer
+        self.lock = lock
+        self.async_fetch = async_fetch
+        self.flush_every = flush_every
+        self.current = ""  # the entry being encoded: names its saved tensors
+        self._suffix = ops.tensor_suffix
+        self.clear()
+
+    def clear(self) -> None:
+        """Drop what waits (a new step: statistics of calls that never completed are not fetched)."""
+        self._pending: list[Pending] = []
+        self._records: list[dict[str, Any]] = []
+        self._handles: list[Any] = []
+        self.current = ""
+
+    # -- TensorSink ------------------------------------------------------------------
+
+    def defer_stats(self, record: dict[str, Any], handle: Any) -> None:
+        """Fill ``record``'s Max/Min/Mean/Norm from ``handle`` at the next flush."""
+        if handle is None:
+            return
+        self._records.append(record)
+        self._handles.append(handle)
+
+    def save_tensor(self, tensor: Any, label: str) -> str:
+        """Save ``tensor`` as ``{current entry}.{label}{suffix}`` (off the training thread); returns that name."""
+        label = label.strip(".")
+        data_name = f"{self.current}.{label}{self._suffix}" if label else f"{self.current}{self._suffix}"
+        self.writer.save_tensor(self.ops.snapshot(tensor), data_name)
+        return data_name
+
+    # -- entries -----------------------------------------------------------------------
+
+    def queue(self, kind: str, name: str, value: dict[str, Any], parent: str | None, construct: bool,
+              sid: int | None) -> None:
+        """Add a complete entry; a full batch is flushed."""
+        self._pending.append(Pending(kind, name, value, parent, construct, sid))
+        if len(self._pending) >= self.flush_every:
+            self.flush()
+
+    def flush(self) -> None:
+        """Fetch the batch's statistics (one transfer) and hand the batch to the writer."""
+        with self.lock:
+            if not self._pending:
+                return
+            pending, records, handles = self._pending, self._records, self._handles
+            self._pending, self._records, self._handles = [], [], []
+            self.ops.new_batch()
+            fetch = self.ops.fetch_stats
+            if self.async_fetch:  # async_dump: even the statistics transfer happens off the training thread
+                self.writer.write(pending, lambda: _fill(records, fetch(handles)))
+            else:
+                values = fetch(handles)
+                self.writer.write(pending, lambda: _fill(records, values))
+
+
+def _fill(records: list[dict[str, Any]], values: list[Any]) -> None:
+    for record, stats in zip(records, values, strict=True):  # one value per handle
+        if stats is not None:
+            record["Max"], record["Min"], record["Mean"], record["Norm"] = stats
