@@ -22,6 +22,7 @@ from typing import Any
 import pluggy
 
 from probe_core.specs import (
+    AccStandardSpec,
     CheckerSpec,
     CollectorSpec,
     CommandSpec,
@@ -29,6 +30,7 @@ from probe_core.specs import (
     ConfigSectionSpec,
     DataModeSpec,
     GraphMergerSpec,
+    MonitorWriterSpec,
 )
 
 PROJECT = "probe"
@@ -114,6 +116,25 @@ def probe_config_sections() -> list[ConfigSectionSpec]:
     Called when a config is validated. Return
     :class:`~probe_core.specs.ConfigSectionSpec` objects; keys of a section
     declared by several plugins are merged, a key declared twice is an error.
+    """
+
+
+@hookspec
+def probe_monitor_writers() -> list[MonitorWriterSpec]:
+    """Register writers of the training-state monitor (``csv``, ``tensorboard``, ...).
+
+    Called once per registry build, when a monitor starts. Return
+    :class:`~probe_core.specs.MonitorWriterSpec` objects; the monitor
+    config's ``format`` names the one to use.
+    """
+
+
+@hookspec
+def probe_acc_standards() -> list[AccStandardSpec]:
+    """Register precision standards of the offline API pre-check (``probe acc-check``).
+
+    Called once per registry build, when a pre-check starts. Return
+    :class:`~probe_core.specs.AccStandardSpec` objects.
     """
 
 

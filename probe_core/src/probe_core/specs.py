@@ -193,6 +193,39 @@ class ConfigSectionSpec:
     plugin: str = ""
 
 
+@dataclass(frozen=True)
+class MonitorWriterSpec:
+    """Where the training-state monitor writes its per-step statistics (``csv``, ``tensorboard``, ...).
+
+    ``name`` is the monitor config's ``format`` value that selects it;
+    ``load`` returns the writer factory (its interface is documented by
+    the monitor distribution, probe-monitor).
+    """
+
+    name: str
+    description: str
+    load: Callable[[], Any]
+    priority: int = 0
+    plugin: str = ""
+
+
+@dataclass(frozen=True)
+class AccStandardSpec:
+    """A precision standard of the offline API pre-check: how an API's tested output is judged
+    against its high-precision benchmark (msprobe's dtype-aware standards, an operator's own, ...).
+
+    ``load`` returns the standard object (its interface is documented by the
+    pre-check distribution, probe-acc-check); standards are consulted in
+    ``(priority, name)`` order.
+    """
+
+    name: str
+    description: str
+    load: Callable[[], Any]
+    priority: int = 0
+    plugin: str = ""
+
+
 SPEC_FAMILIES: dict[str, type] = {
     "collectors": CollectorSpec,
     "data_modes": DataModeSpec,
@@ -201,5 +234,7 @@ SPEC_FAMILIES: dict[str, type] = {
     "graph_mergers": GraphMergerSpec,
     "commands": CommandSpec,
     "config_sections": ConfigSectionSpec,
+    "monitor_writers": MonitorWriterSpec,
+    "acc_standards": AccStandardSpec,
 }
 """Registration family → the spec class its hook returns (hook ``probe_<family>``)."""
