@@ -46,7 +46,9 @@ def test_plugin_command_and_config_section_from_a_third_party(plugin_site, run_p
 def test_prescan_finds_config_anywhere_but_in_a_training_scripts_arguments():
     assert _prescan(["compare", "A", "B", "-o", "out", "-c", "cfg.json"]) == ("cfg.json", False, False)
     assert _prescan(["check", "collect", "-d", "train.py", "--config=cfg.json"]) == ("cfg.json", False, False)
-    assert _prescan(["--trace-plugins", "graph", "-tp", "A", "-ccfg.json", "--debug"]) == ("cfg.json", True, True)
+    assert _prescan(["--trace-plugins", "graph", "-tp", "A", "-c", "cfg.json", "--debug"]) == ("cfg.json", True, True)
+    # msprobe's single-dash options that start with -c are not a config file
+    assert _prescan(["acc-check", "-api_info", "d.json", "-csv_path", "r.csv"]) == (None, False, False)
     # everything after the script of `probe run` is the script's, its own -c included
     assert _prescan(["run", "-c", "probe.json", "--task", "tensor", "train.py", "-c", "mine.json"])[0] == "probe.json"
     assert _prescan(["run", "--level", "L1", "train", "-c", "mine.json", "--debug"]) == (None, False, False)

@@ -49,6 +49,7 @@ def probe_config_sections() -> list[ConfigSectionSpec]:
         ConfigSectionSpec(TOP, (
             ConfigKey("task", str, "statistics", choices=RUNNABLE_TASKS + LEGACY_TASKS),
             ConfigKey("dump_path", str, "./probe_dump", check=check_dump_path),
+            ConfigKey("overwrite", bool, False, doc="replace a run already in dump_path (else it is refused)"),
             ConfigKey("rank", list, [], check=check_ids, doc="ranks to dump; [] for all"),
             ConfigKey("step", list, [], check=check_ids, doc="steps to dump; [] for all"),
             ConfigKey("level", str, "mix", choices=LEVELS),

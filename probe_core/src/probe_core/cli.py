@@ -24,7 +24,7 @@ CONFIG_FLAGS = ("-c", "--config", "--config-path")
 CONFIG_HELP = ('config.json whose "plugins" section enables/disables plugins; '
                "other keys are validated when the command reads them")
 #: Options of ``probe run`` that take no value (every other one does).
-_FLAGS = ("-h", "--help", "--debug", "--trace-plugins")
+_FLAGS = ("-h", "--help", "--debug", "--trace-plugins", "--overwrite")
 
 
 def _prescan(argv: Sequence[str]) -> tuple[str | None, bool, bool]:
@@ -51,8 +51,7 @@ def _prescan(argv: Sequence[str]) -> tuple[str | None, bool, bool]:
             i += 1
         elif token.startswith(("--config=", "--config-path=")):
             config = config or token.split("=", 1)[1]
-        elif token.startswith("-c") and len(token) > 2 and not token.startswith("--"):
-            config = config or token[2:]  # -cconfig.json
+        # (no attached "-cFILE" form: msprobe's single-dash options such as acc-check's -csv_path start with -c)
         elif not token.startswith("-"):
             if command == "run":
                 break  # the script
@@ -61,6 +60,41 @@ def _prescan(argv: Sequence[str]) -> tuple[str | None, bool, bool]:
             i += 1  # the value of a `probe run` option (--task T, --level L, ...)
         i += 1
     return config, debug, trace
+
+
+#: Commands that come with a distribution other than probe-core: named when the command is missing.
+COMMAND_DISTRIBUTIONS = {"check": "probe-config-check", "monitor": "probe-monitor", "acc-check": "probe-acc-check"}
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The command word of ``argv`` (its first token that is no option or option value of ``probe``)."""
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token in CONFIG_FLAGS:
+            i += 2
+            continue
+        if not token.startswith("-"):
+            return token
+        i += 1
+    return None
+
+
+def check_command_installed(argv: Sequence[str], registry) -> None:
+    """A command of another distribution that is not there: say which distribution brings it."""
+    import importlib.metadata as md
+
+    command = _command_of(argv)
+    dist = COMMAND_DISTRIBUTIONS.get(command or "")
+    if dist is None or command in registry.commands:
+        return
+    try:
+        md.distribution(dist)
+    except md.PackageNotFoundError:
+        raise ProbeError(f"probe {command}: this command comes with the distribution {dist}, which is not "
+                         f"installed; pip install {dist}") from None
+    raise ProbeError(f"probe {command}: {dist} is installed but its plugin is not enabled (disabled in config.json "
+                     f'"plugins", by PROBE_DISABLE_PLUGIN_AUTOLOAD, or it failed to load): run probe plugins')
 
 
 def build_parser(registry) -> argparse.ArgumentParser:
@@ -124,6 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         registry = current_registry(selection)
         if trace:
             registry.enable_tracing()
+        check_command_installed(argv, registry)
         parser = build_parser(registry)
         args = parser.parse_args(argv)
         if not getattr(args, "_run", None):

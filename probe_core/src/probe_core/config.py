@@ -21,6 +21,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from probe_core.dump.jsonstream import check_depth
 from probe_core.errors import ConfigError
 from probe_core.modes import validate_summary_mode
 from probe_core.plugins import PluginSelection, ProbeWarning, Registry, current_registry
@@ -36,18 +37,81 @@ SUMMARY_MODE_DEFAULT = "statistics"
 DATA_MODES = ("all", "forward", "backward", "input", "output")
 
 
+class IdSet:
+    """A set of non-negative ids kept as sorted, merged ``[lo, hi]`` ranges: ``"0-200000000"`` costs two
+    integers, not 200 million. Supports ``in``, ``len``, iteration (ascending), ``bool``, ``max()`` via
+    :attr:`last`, and equality with a tuple of its ids."""
+
+    __slots__ = ("ranges",)
+
+    def __init__(self, ranges: Any = ()) -> None:
+        merged: list[tuple[int, int]] = []
+        for lo, hi in sorted(ranges):
+            if merged and lo <= merged[-1][1] + 1:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+            else:
+                merged.append((lo, hi))
+        self.ranges: tuple[tuple[int, int], ...] = tuple(merged)
+
+    @classmethod
+    def of(cls, ids: Any) -> IdSet:
+        """``ids`` as an IdSet (an IdSet is returned as is; any other iterable of ints is read)."""
+        return ids if isinstance(ids, IdSet) else cls((i, i) for i in ids)
+
+    def __contains__(self, value: object) -> bool:
+        if type(value) is not int:
+            return False
+        import bisect
+
+        i = bisect.bisect_right(self.ranges, (value, float("inf"))) - 1
+        return i >= 0 and self.ranges[i][0] <= value <= self.ranges[i][1]
+
+    def __iter__(self):
+        for lo, hi in self.ranges:
+            yield from range(lo, hi + 1)
+
+    def __len__(self) -> int:
+        return sum(hi - lo + 1 for lo, hi in self.ranges)
+
+    def __bool__(self) -> bool:
+        return bool(self.ranges)
+
+    @property
+    def last(self) -> int | None:
+        return self.ranges[-1][1] if self.ranges else None
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, IdSet):
+            return self.ranges == other.ranges
+        if isinstance(other, (tuple, list, set, frozenset)):
+            return len(self) == len(other) and all(isinstance(v, int) and v in self for v in other) and \
+                (not isinstance(other, (tuple, list)) or list(other) == sorted(other))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.ranges)
+
+    def __str__(self) -> str:
+        """``[0, 2-4, 7]``: as the config wrote it, however large the ranges."""
+        return "[" + ", ".join(str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in self.ranges) + "]"
+
+    def __repr__(self) -> str:
+        return f"IdSet({self})"
+
+
 @dataclass(frozen=True)
 class ProbeConfig:
     """A validated configuration. ``sections`` holds every task section, defaults filled in."""
 
     task: str = "statistics"
     dump_path: str = "./probe_dump"
-    rank: tuple[int, ...] = ()
-    step: tuple[int, ...] = ()
+    rank: IdSet = IdSet()
+    step: IdSet = IdSet()
     level: str = "mix"
     async_dump: bool = False
     extra_info: bool = True
     framework: str | None = None
+    overwrite: bool = False
     plugins: PluginSelection = PluginSelection()
     sections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     top: Mapping[str, Any] = field(default_factory=dict)
@@ -89,13 +153,25 @@ def read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise ConfigError(f"{source}: config file not found; pass the path of an existing config.json") from None
     except IsADirectoryError:
         raise ConfigError(f"{source}: is a folder; pass the path of a config.json file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{source}: invalid UTF-8 byte 0x{exc.object[exc.start]:02x} at byte {exc.start}; "
+                          "save the config file as UTF-8") from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
         raise ConfigError(f"{source}: cannot read the config file: {exc}") from None
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{source}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}; "
                           "fix the JSON syntax (quotes, commas, brackets)") from None
+    except (RecursionError, ValueError) as exc:  # nesting too deep for Python, a 5,000-digit integer
+        why = "nested too deeply" if isinstance(exc, RecursionError) else "holds an integer literal too long to read"
+        raise ConfigError(f"{source}: not a usable config: the JSON {why}; a config.json is a flat object of "
+                          "msprobe keys: fix the file") from None
+    try:
+        check_depth(raw, 32)
+    except ValueError:
+        raise ConfigError(f"{source}: not a usable config: values are nested deeper than 32 levels; a config.json "
+                          "is a flat object of msprobe keys: fix the file") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: the top level must be a JSON object {{...}}, not {_json_type(raw)}")
     return raw
@@ -215,6 +291,7 @@ def validate_config(raw: Mapping[str, Any], sections: Mapping[str, ConfigSection
         async_dump=bool(top.get("async_dump")),
         extra_info=bool(top.get("extra_info", True)),
         framework=top.get("framework"),
+        overwrite=bool(top.get("overwrite", False)),
         plugins=plugin_selection(raw, source),
         sections=MappingProxyType(parsed_sections),
         top=MappingProxyType(top),
@@ -242,13 +319,13 @@ def _check_value(source: str, where: str, key: ConfigKey, value: Any, problems: 
         return key.default
 
     if not _is_kind(value, key.kind):
-        return bad(f"expected {_kind_name(key.kind)}, got {json.dumps(value)} ({_json_type(value)})")
+        return bad(f"expected {_kind_name(key.kind)}, got {_short_json(value)} ({_json_type(value)})")
     if key.choices:
         items = value if isinstance(value, list) else [value]
         wrong = [item for item in items if item not in key.choices]
         if wrong:
             allowed = ", ".join(json.dumps(c) for c in key.choices)
-            return bad(f"{json.dumps(wrong[0])} is not allowed; allowed values: {allowed}")
+            return bad(f"{_short_json(wrong[0])} is not allowed; allowed values: {allowed}")
     if key.check is not None:
         why = key.check(value)
         if why:
@@ -285,33 +362,42 @@ def _unknown_key(source: str, section: str | None, key: str, known: list[str]) -
 # -- value checks shared by the built-in sections ---------------------------------
 
 
-def expand_ids(value: list[Any]) -> tuple[int, ...]:
-    """``[0, "2-4", 7]`` → ``(0, 2, 3, 4, 7)``; raises ValueError on a bad item."""
-    ids: set[int] = set()
+def expand_ids(value: list[Any]) -> IdSet:
+    """``[0, "2-4", 7]`` → the ids 0, 2, 3, 4, 7 (kept as ranges); raises ValueError on a bad item."""
+    ranges: list[tuple[int, int]] = []
     for item in value:
         if isinstance(item, int) and not isinstance(item, bool) and item >= 0:
-            ids.add(item)
+            ranges.append((item, item))
             continue
-        if isinstance(item, str):
+        if isinstance(item, str) and len(item) <= 64:
             text = item.strip()
-            if text.isdigit():
-                ids.add(int(text))
+            if text.isdigit() and text.isascii():
+                ranges.append((int(text), int(text)))
                 continue
             lo, sep, hi = text.partition("-")
-            if sep and lo.strip().isdigit() and hi.strip().isdigit() and int(lo) <= int(hi):
-                ids.update(range(int(lo), int(hi) + 1))
+            lo, hi = lo.strip(), hi.strip()
+            if sep and lo.isdigit() and hi.isdigit() and lo.isascii() and hi.isascii() and int(lo) <= int(hi):
+                ranges.append((int(lo), int(hi)))
                 continue
         raise ValueError(item)
-    return tuple(sorted(ids))
+    return IdSet(ranges)
 
 
 def check_ids(value: list[Any]) -> str | None:
     try:
         expand_ids(value)
     except ValueError as exc:
-        return (f"{json.dumps(exc.args[0])} is not a valid id; use non-negative integers or "
+        return (f"{_short_json(exc.args[0])} is not a valid id; use non-negative integers or "
                 '"a-b" ranges with a <= b, e.g. [0, "2-4"]')
     return None
+
+
+def _short_json(value: Any) -> str:
+    try:
+        text = json.dumps(value)
+    except ValueError:  # an integer too long to print
+        text = f"a {type(value).__name__}"
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def check_scope(value: list[Any]) -> str | None:
@@ -344,4 +430,6 @@ def check_overflow_nums(value: int) -> str | None:
 
 
 def check_dump_path(value: str) -> str | None:
+    if "\x00" in value:
+        return "holds a NUL byte, which no file name can; choose another folder path"
     return None if value.strip() else "must be a non-empty folder path"

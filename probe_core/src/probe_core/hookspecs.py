@@ -31,6 +31,7 @@ from probe_core.specs import (
     DataModeSpec,
     GraphMergerSpec,
     MonitorWriterSpec,
+    RunTaskSpec,
 )
 
 PROJECT = "probe"
@@ -135,6 +136,17 @@ def probe_acc_standards() -> list[AccStandardSpec]:
 
     Called once per registry build, when a pre-check starts. Return
     :class:`~probe_core.specs.AccStandardSpec` objects.
+    """
+
+
+@hookspec
+def probe_run_tasks() -> list[RunTaskSpec]:
+    """Register tasks ``probe run --task NAME`` attaches to an unmodified script instead of dumping.
+
+    Called when ``probe run`` starts with a ``--task`` value. Return
+    :class:`~probe_core.specs.RunTaskSpec` objects; ``load()`` returns
+    ``attach(request: RunRequest) -> handle``, and ``handle.close(exit_code)``
+    runs once after the script ends.
     """
 
 

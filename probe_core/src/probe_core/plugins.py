@@ -41,6 +41,7 @@ BUILTIN_PLUGINS: Mapping[str, str] = {
     "graph": "probe_core.graph.command",
     "compare": "probe_core.compare.command",
     "run": "probe_core.collect.command",
+    "recover": "probe_core.dump.command",
 }
 
 

@@ -226,6 +226,39 @@ class AccStandardSpec:
     plugin: str = ""
 
 
+@dataclass(frozen=True)
+class RunRequest:
+    """What ``probe run --task NAME`` hands a run task: the script to be run and probe run's options.
+
+    ``config``: the ``-c`` file (the task's own format) or ``None``; ``output``: ``--dump-path`` or
+    ``None`` (the task's default); ``framework``: ``--framework``, else guessed from the script's
+    imports (``"pytorch"`` unless it imports mindspore only); ``registry``: the loaded registry.
+    """
+
+    script: str
+    config: str | None = None
+    output: str | None = None
+    framework: str = "pytorch"
+    registry: Any = None
+
+
+@dataclass(frozen=True)
+class RunTaskSpec:
+    """A task ``probe run --task NAME`` attaches to an unmodified script instead of dumping.
+
+    ``load`` returns ``attach(request: RunRequest) -> handle``: called before the script starts, it
+    installs what the task needs (hooks, global optimizer hooks, ...); ``handle.close(exit_code)`` is
+    called once after the script ended (also when it raised or called ``sys.exit``: the code is then
+    the script's, 1 when it raised) and finishes the task's files and prints its summary. A config.json task of the same name is not a run task's business.
+    """
+
+    name: str
+    description: str
+    load: Callable[[], Callable[[RunRequest], Any]]
+    priority: int = 0
+    plugin: str = ""
+
+
 SPEC_FAMILIES: dict[str, type] = {
     "collectors": CollectorSpec,
     "data_modes": DataModeSpec,
@@ -236,5 +269,6 @@ SPEC_FAMILIES: dict[str, type] = {
     "config_sections": ConfigSectionSpec,
     "monitor_writers": MonitorWriterSpec,
     "acc_standards": AccStandardSpec,
+    "run_tasks": RunTaskSpec,
 }
 """Registration family → the spec class its hook returns (hook ``probe_<family>``)."""

@@ -11,12 +11,23 @@ How calls are seen (chosen by measurement, see ``benchmarks/dump_overhead.py``):
   ``Tensor.__add__`` names, and ``torch.distributed`` collectives are wrapped as
   ``Distributed.*``;
 * backward: the call's tensor inputs pass through an identity autograd node
-  (``BackwardHookFunction``) whose pre-hook sees the gradients w.r.t. each
-  input (each shaped like its input); hooks on the outputs see the gradients
-  w.r.t. the outputs;
+  (:class:`_Identity`) whose pre-hook sees the gradients w.r.t. each input
+  (each shaped like its input); hooks on the outputs see the gradients w.r.t.
+  the outputs. The identity's outputs share their inputs' memory without being
+  autograd views of them, so a call may change them in place (``add_``,
+  ``+=``, ``F.relu(x, inplace=True)``, a module whose first op is
+  ``nn.ReLU(inplace=True)``); the caller's tensor then gets the change's
+  autograd history (:meth:`TorchCollector.inputs_returned`), so training runs
+  as without probe and in-place calls have backward entries. In-place calls
+  that change shape or storage (``unsqueeze_``, ``set_``), ``x[i] = v``,
+  ``out=`` and collectives get no identity and no backward entry;
 * parameter gradients: ``register_post_accumulate_grad_hook`` per parameter;
 * optimizer steps: global optimizer hooks keep the optimizer's own tensor
-  calls out of the dump and, under ``probe run``, end the step.
+  calls out of the dump (but not a ``closure``'s forward and backward) and,
+  under ``probe run``, end the step at the outermost update;
+* ``torch.compile``: code that Dynamo compiles is not recorded (its graph runs
+  no Python hooks); the hooks stand aside while it traces, and the regions are
+  counted for the end-of-run report.
 
 Naming, filters, frames, backward pairing and saves live in the shared driver.
 """
@@ -24,14 +35,16 @@ Naming, filters, frames, backward pairing and saves live in the shared driver.
 from __future__ import annotations
 
 import os
+import sys
+import warnings
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch.nn.modules import module as nn_module
-from torch.nn.modules._functions import BackwardHookFunction
 from torch.overrides import TorchFunctionMode
 
+from probe_core.collect.calls import is_inplace
 from probe_core.collect.driver import CollectorBase
 from probe_torch.apis import DISTRIBUTED, DUNDERS, SAME_VALUES, ApiNames
 from probe_torch.ops import TorchTensorOps
@@ -47,6 +60,56 @@ def current_rank() -> int:
     return int(os.environ.get("RANK", "0") or 0)
 
 
+_is_compiling = torch.compiler.is_compiling
+#: In-place calls that change a tensor's shape, strides or storage rather than its values: an identity copy
+#: cannot stand in for the caller's tensor there (the caller's tensor must change), so they get no backward.
+_METADATA_IN_PLACE = frozenset({"squeeze_", "unsqueeze_", "transpose_", "t_", "swapdims_", "swapaxes_",
+                                "as_strided_", "resize_", "resize_as_", "set_", "detach_", "share_memory_",
+                                "rename_", "requires_grad_", "__setitem__"})
+_RAISED = object()  # torch calls an always_call forward hook as hook(module, args, result) when forward raised
+
+
+class _Identity(torch.autograd.Function):
+    """Identity whose backward node reports the gradients w.r.t. a call's inputs.
+
+    Its outputs are ``detach()``-ed aliases: same memory and version counter as
+    the inputs, but not autograd views of them (``BackwardHookFunction``'s are,
+    and torch forbids changing those in place).
+    """
+
+    @staticmethod
+    def forward(ctx: Any, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        out = tuple(t.detach() for t in tensors)
+        ctx.mark_non_differentiable(*[o for o, t in zip(out, tensors) if not t.requires_grad])
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> tuple[Any, ...]:
+        return grads
+
+
+def _closure_at(args: tuple, kwargs: dict[str, Any]) -> tuple[Any, Any] | None:
+    """Where ``optimizer.step(closure)`` got its closure: ``("closure", fn)`` (keyword), ``(1, fn)`` or None."""
+    if kwargs and callable(kwargs.get("closure")):
+        return "closure", kwargs["closure"]
+    if len(args) > 1 and callable(args[1]):
+        return 1, args[1]
+    return None
+
+
+def _starts_forward(api: str | None, args: tuple, kwargs: dict[str, Any]) -> bool:
+    """A computation with grad enabled on a tensor that requires a gradient: a model's forward (for a script
+    without ``nn.Module``). Weight initialisation (``kaiming_uniform_(weight)``: in place) is none."""
+    if api is None or not torch.is_grad_enabled() or is_inplace(api, kwargs):
+        return False
+    for value in args:
+        if isinstance(value, torch.Tensor) and value.requires_grad:
+            return True
+        if type(value) in (list, tuple) and any(isinstance(v, torch.Tensor) and v.requires_grad for v in value):
+            return True
+    return any(isinstance(v, torch.Tensor) and v.requires_grad for v in kwargs.values())
+
+
 class _ApiMode(TorchFunctionMode):
     """Routes every torch function call to :meth:`CollectorBase.call_api`."""
 
@@ -60,6 +123,11 @@ class _ApiMode(TorchFunctionMode):
         if kwargs is None:
             kwargs = {}
         if collector.busy or not collector.recording:
+            if collector.busy or not collector._await_forward or collector.modules_seen or \
+                    not collector.api_starts_forward(self.names(func), args, kwargs):
+                return func(*args, **kwargs)
+            collector.begin_forward(module_call=False)
+        if _is_compiling():
             return func(*args, **kwargs)
         api = self.names(func)
         if api is None:  # metadata read, repr, backward(): nothing inside is an entry either
@@ -76,6 +144,7 @@ class TorchCollector(CollectorBase):
 
     framework = "pytorch"
     module_prefix = "Module"
+    sees_forward_at_l1 = True
 
     def __init__(self, config: Any, registry: Any, mode: Any, *, auto_step: bool = False) -> None:
         super().__init__(config, registry, mode, TorchTensorOps(), auto_step=auto_step, rank_fn=current_rank,
@@ -84,6 +153,9 @@ class TorchCollector(CollectorBase):
         self._handles: list[Any] = []
         self._mode: _ApiMode | None = None
         self._optimizer_hooks: list[Any] = []
+        self.compiled_frames = 0  # frames torch.compile compiled: the calls inside them are not recorded
+        self._compile_callbacks: tuple[Any, Any] | None = None
+        self._busy_before_compile: list[bool] = []
         os.register_at_fork(after_in_child=self._forked)
 
     def _forked(self) -> None:
@@ -98,6 +170,9 @@ class TorchCollector(CollectorBase):
         return isinstance(obj, torch.nn.Module)
 
     def named_submodules(self, root: torch.nn.Module) -> Any:
+        original = getattr(root, "_orig_mod", None)  # torch.compile(model): named as the model itself
+        if isinstance(original, torch.nn.Module) and type(root).__name__ == "OptimizedModule":
+            return [("", root), *original.named_modules()]
         return root.named_modules()
 
     def direct_parameters(self, module: torch.nn.Module) -> dict[str, Any]:
@@ -105,6 +180,9 @@ class TorchCollector(CollectorBase):
 
     def trainable_parameters(self, module: torch.nn.Module) -> dict[str, Any]:
         return {name: p for name, p in self.direct_parameters(module).items() if p.requires_grad}
+
+    def api_starts_forward(self, api: str | None, args: tuple, kwargs: dict[str, Any]) -> bool:
+        return self._await_forward and not self.busy and not self.modules_seen and _starts_forward(api, args, kwargs)
 
     def hook_parameter(self, param: torch.Tensor, on_grad: Any) -> Any:
         return param.register_post_accumulate_grad_hook(lambda p: on_grad(p.grad))
@@ -115,7 +193,7 @@ class TorchCollector(CollectorBase):
         return torch.is_grad_enabled()
 
     def identity_with_grad_hook(self, tensors: list[Any], on_grads: Any) -> list[Any]:
-        new = BackwardHookFunction.apply(*tensors)
+        new = _Identity.apply(*tensors)
         node = next(t.grad_fn for t in new if t.grad_fn is not None)
         def deliver(grads: Any) -> None:
             self._guarded(on_grads, grads)
@@ -133,6 +211,28 @@ class TorchCollector(CollectorBase):
             tensors[0].register_hook(lambda grad: deliver((grad,)))
         else:
             torch.autograd.graph.register_multi_grad_hook(tensors, deliver)
+
+    def backward_in_place(self, api: str, kwargs: dict[str, Any] | None) -> bool:
+        # __setitem__ returns nothing to hook, shape and storage changes must reach the caller's tensor itself,
+        # collectives have their own autograd story, and out= is not differentiable at all
+        return not (api.rsplit(".", 1)[-1] in _METADATA_IN_PLACE or api.startswith("Distributed.")
+                    or (kwargs and kwargs.get("out") is not None))
+
+    def input_versions(self, tensors: list[Any]) -> Any:
+        try:
+            return [t._version for t in tensors]
+        except RuntimeError:  # an inference tensor has no version counter
+            return [t._version if not t.is_inference() else None for t in tensors]
+
+    def inputs_returned(self, caught: Any) -> None:
+        """An identity copy changed in place shares its input's memory and version counter but not its
+        history: the input gets it through an in-place copy from the copy (a no-op on the data, since both
+        are the same memory), after which the version counter is put back, as the change alone left it."""
+        for new, old, version in zip(caught.new, caught.old, caught.versions):
+            if version is not None and new._version != version and new.requires_grad:
+                changed = new._version
+                old.copy_(new)
+                torch._C._autograd._unsafe_set_version_counter((old,), (changed,))
 
     def recorded_output(self, api: str, args: tuple, kwargs: dict[str, Any], output: Any) -> Any:
         if api in SAME_VALUES and args:
@@ -152,6 +252,8 @@ class TorchCollector(CollectorBase):
             self._handles.append(nn_module.register_module_forward_pre_hook(self._module_pre))
             self._handles.append(nn_module.register_module_forward_hook(self._module_post, with_kwargs=True,
                                                                         always_call=True))
+        elif self._watch_forward:  # L1 under probe run: a module call is the forward a step starts at
+            self._handles.append(nn_module.register_module_forward_pre_hook(self._forward_watch))
         if session.with_apis:
             for name in DUNDERS:
                 original = getattr(torch.Tensor, name, None)
@@ -167,6 +269,9 @@ class TorchCollector(CollectorBase):
                             self.patch(dist.distributed_c10d, name, wrapper)
             self._mode = _ApiMode(self)
             self._mode.__enter__()
+        if "torch._dynamo" in sys.modules:
+            self._watch_compiler()
+        self.patch(torch, "compile", self._compile_wrapper(torch.compile))
         if not self._optimizer_hooks:  # kept until close(): removing them inside an optimizer hook is unsafe
             from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
@@ -188,20 +293,106 @@ class TorchCollector(CollectorBase):
         for handle in self._optimizer_hooks:
             handle.remove()
         self._optimizer_hooks.clear()
+        if self._compile_callbacks is not None:
+            from torch._dynamo.callback import callback_handler
+
+            callback_handler.remove_start_callback(self._compile_callbacks[0])
+            callback_handler.remove_end_callback(self._compile_callbacks[1])
+            self._compile_callbacks = None
         return super().close()
 
+    # -- torch.compile: what Dynamo, AOTAutograd and Inductor trace while compiling is no entry ----------------
+
+    def _compile_wrapper(self, original: Any) -> Any:
+        """``torch.compile`` whose result runs without probe's function mode (Dynamo would trace the mode)."""
+        collector = self
+
+        def compile(*args: Any, **kwargs: Any) -> Any:
+            collector._watch_compiler()
+            if not args and kwargs.get("model") is None:  # @torch.compile(mode=...): a decorator
+                return lambda model: compile(model, **kwargs)
+            result = original(*args, **kwargs)
+            if isinstance(result, torch.nn.Module):  # an OptimizedModule: its forward is the compiled call
+                for attr in ("forward", "_forward"):
+                    if callable(result.__dict__.get(attr)):
+                        result.__dict__[attr] = collector._without_mode(result.__dict__[attr])
+                return result
+            return collector._without_mode(result) if callable(result) else result
+
+        compile.__wrapped__ = original
+        compile.__doc__ = original.__doc__
+        return compile
+
+    def _without_mode(self, compiled: Any) -> Any:
+        collector = self
+
+        def run_compiled(*args: Any, **kwargs: Any) -> Any:
+            mode = collector._mode
+            stack = torch.overrides._get_current_function_mode_stack() if mode is not None else None
+            if not stack or stack[-1] is not mode:
+                return compiled(*args, **kwargs)
+            mode.__exit__(None, None, None)
+            try:
+                return compiled(*args, **kwargs)
+            finally:
+                if collector._mode is mode:
+                    mode.__enter__()
+
+        run_compiled.__wrapped__ = compiled
+        return run_compiled
+
+    def _watch_compiler(self) -> None:
+        """Be busy while a compilation runs (its tracers call torch functions on fake tensors), and count
+        the compiled frames. Registered once torch._dynamo is imported (importing it costs seconds)."""
+        if self._compile_callbacks is not None:
+            return
+        from torch._dynamo.callback import CallbackTrigger, callback_handler
+
+        def started(args: Any) -> None:
+            self._busy_before_compile.append(self.busy)
+            self.busy = True
+            if args.callback_trigger == CallbackTrigger.DYNAMO:
+                self.compiled_frames += 1
+
+        def ended(args: Any) -> None:
+            self.busy = self._busy_before_compile.pop() if self._busy_before_compile else False
+
+        callback_handler.register_start_callback(started)
+        callback_handler.register_end_callback(ended)
+        self._compile_callbacks = (started, ended)
+        # probe's global module hooks make torch warn that they fire for the OptimizedModule too: probe
+        # names the OptimizedModule as the model it wraps, so the extra call is no entry
+        warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
+
     def _module_pre(self, module: torch.nn.Module, args: tuple) -> Any:
+        if _is_compiling():
+            return None
         return self.module_enter(module, args)
 
-    def _module_post(self, module: torch.nn.Module, args: tuple, kwargs: dict[str, Any], output: Any) -> None:
-        self.module_exit(module, kwargs, output)
+    def _module_post(self, module: torch.nn.Module, args: tuple, kwargs: Any, output: Any = _RAISED) -> None:
+        if _is_compiling():
+            return
+        if output is _RAISED:  # forward raised: torch passes (module, args, result) to always_call hooks
+            self.module_exit(module, None, None, failed=True)
+        else:
+            self.module_exit(module, kwargs, output)
+
+    def _forward_watch(self, module: torch.nn.Module, args: tuple) -> None:
+        if self._await_forward and not self.busy and not _is_compiling():
+            self.begin_forward()
 
     # -- optimizer: its tensor calls are no entries; under probe run a step ends here ----------------------
 
-    def _optimizer_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        self.busy = True
+    def _optimizer_pre(self, optimizer: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
+        self.optimizer_enter()
+        found = _closure_at(args, kwargs)
+        if found is None:
+            return None
+        where, closure = found
+        wrapped = self.in_closure(closure)
+        if where == "closure":
+            return args, {**kwargs, "closure": wrapped}
+        return (args[0], wrapped, *args[2:]), kwargs
 
     def _optimizer_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        self.busy = False
-        if self.auto_step and self.recording:
-            self.step()
+        self.optimizer_exit()

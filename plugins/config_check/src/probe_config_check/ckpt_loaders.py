@@ -16,7 +16,7 @@ Kinds understood:
 
 from __future__ import annotations
 
-import json
+import math
 import os
 import re
 import struct
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from probe_core.dump.jsonstream import loads
 from probe_core.errors import CheckError
 
 Params = dict[str, Any]  # name -> numpy array or torch tensor
@@ -157,38 +158,71 @@ _SAFETENSORS_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2", 
 _MAX_HEADER = 100 * 1024 * 1024
 
 
+def _int(value: Any) -> bool:
+    return type(value) is int
+
+
+def _safetensors_header(path: Any, handle: Any, size: int) -> tuple[int, dict[str, Any]]:
+    """(header length, header) of a safetensors file, every field checked; CheckError names what is wrong."""
+    head = handle.read(8)
+    if len(head) < 8:
+        raise CheckError(f"{path}: too short to be a safetensors file")
+    length = struct.unpack("<Q", head)[0]
+    if length > min(_MAX_HEADER, size - 8):
+        raise CheckError(f"{path}: not a safetensors file (header length {length} does not fit the file)")
+    try:
+        header = loads(handle.read(length), max_depth=4)
+    except ValueError as exc:
+        raise CheckError(f"{path}: not a safetensors file (bad JSON header: {exc})") from None
+    if not isinstance(header, dict):
+        raise CheckError(f"{path}: not a safetensors file (the header is a JSON {type(header).__name__}, "
+                         "not an object of tensors); re-save it with safetensors")
+    return length, header
+
+
+def _tensor_meta(path: Any, name: str, meta: Any, data_size: int) -> tuple[str, list[int], int, int]:
+    """(dtype, shape, start, end) of one header entry, checked against the data section's size."""
+    def bad(why: str) -> CheckError:
+        return CheckError(f"{path}: tensor {name!r}: {why}; the file is damaged or not a safetensors file: "
+                          "re-save it with safetensors")
+
+    if not isinstance(meta, dict):
+        raise bad(f"its header entry is {type(meta).__name__}, not an object with dtype, shape, data_offsets")
+    dtype, shape, offsets = meta.get("dtype"), meta.get("shape"), meta.get("data_offsets")
+    if not isinstance(dtype, str):
+        raise bad(f'"dtype" is {dtype!r}, not a string')
+    if dtype not in _SAFETENSORS_DTYPES:
+        raise CheckError(f"{path}: tensor {name!r} has dtype {dtype[:20]}, which probe cannot read yet")
+    if not isinstance(shape, list) or len(shape) > 64 or not all(_int(n) and n >= 0 for n in shape):
+        raise bad(f'"shape" is {str(shape)[:60]}, not a list of sizes')
+    if not isinstance(offsets, list) or len(offsets) != 2 or not all(_int(n) for n in offsets):
+        raise bad(f'"data_offsets" is {str(offsets)[:60]}, not two integers [start, end]')
+    start, end = offsets
+    nbytes = math.prod(shape) * np.dtype(_SAFETENSORS_DTYPES[dtype]).itemsize  # Python ints: no overflow
+    if not 0 <= start <= end <= data_size or end - start != nbytes:
+        raise bad(f"data offsets {start}..{end} do not match shape {shape} x {dtype} "
+                  f"({nbytes} bytes) or run past the end of the file ({data_size} data bytes)")
+    return dtype, shape, start, end
+
+
 def load_safetensors(path: str | os.PathLike[str]) -> Params:
     """Every tensor of a safetensors file as a numpy array (memory-mapped; BF16 widened to float32)."""
-    size = os.path.getsize(path)
-    with open(path, "rb") as handle:
-        head = handle.read(8)
-        if len(head) < 8:
-            raise CheckError(f"{path}: too short to be a safetensors file")
-        length = struct.unpack("<Q", head)[0]
-        if length > min(_MAX_HEADER, size - 8):
-            raise CheckError(f"{path}: not a safetensors file (header length {length} does not fit the file)")
-        try:
-            header = json.loads(handle.read(length))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise CheckError(f"{path}: not a safetensors file (bad JSON header: {exc})") from None
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as handle:
+            length, header = _safetensors_header(path, handle, size)
+    except OSError as exc:
+        raise CheckError(f"{path}: cannot read the checkpoint ({exc.strerror})") from None
     data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + length) if size > 8 + length else np.zeros(0, np.uint8)
     out: Params = {}
     for name, meta in header.items():
         if name == "__metadata__":
             continue
-        try:
-            dtype, shape, (start, end) = meta["dtype"], [int(n) for n in meta["shape"]], meta["data_offsets"]
-        except (KeyError, TypeError, ValueError):
-            raise CheckError(f"{path}: tensor {name!r} has a malformed header entry: {meta!r}") from None
-        if dtype not in _SAFETENSORS_DTYPES:
-            raise CheckError(f"{path}: tensor {name!r} has dtype {dtype}, which probe cannot read yet")
-        np_dtype = np.dtype(_SAFETENSORS_DTYPES[dtype])
-        if not (0 <= start <= end <= data.size) or end - start != int(np.prod(shape)) * np_dtype.itemsize:
-            raise CheckError(f"{path}: tensor {name!r}: data offsets {start}..{end} do not match "
-                             f"shape {shape} x {dtype} or run past the end of the file")
-        array = data[start:end].view(np_dtype).reshape(shape)
-        if dtype == "BF16":
-            array = (array.astype(np.uint32) << 16).view(np.float32)
+        dtype, shape, start, end = _tensor_meta(path, name, meta, data.size)
+        array = data[start:end].view(np.dtype(_SAFETENSORS_DTYPES[dtype]))
+        if dtype == "BF16":  # flat first: a 0-d bf16 scalar would become a Python-promoted int64
+            array = (array.astype(np.uint32) << np.uint32(16)).view(np.float32)
+        array = array.reshape(shape)
         out[name] = array
     return out
 
@@ -217,8 +251,9 @@ def megatron_iteration_dir(path: Path) -> Path:
         iters = sorted(p.name for p in path.iterdir() if p.name.startswith("iter_"))
         raise CheckError(f"{path}: no latest_checkpointed_iteration.txt; pass one iteration folder "
                          f"({', '.join(iters[-3:]) or 'iter_XXXXXXX'}) instead")
-    text = tracker.read_text(encoding="utf-8").strip()
-    chosen = path / ("release" if text == "release" else f"iter_{int(text):07d}" if text.isdigit() else text)
+    text = tracker.read_text(encoding="utf-8", errors="replace").strip()
+    number = text.isdigit() and len(text) < 19  # a 5,000-digit "iteration" is a name, not a number
+    chosen = path / ("release" if text == "release" else f"iter_{int(text):07d}" if number else text)
     if not chosen.is_dir() or chosen.parent.resolve() != path.resolve():
         raise CheckError(f"{tracker}: names iteration {text!r}, but {chosen} is not a folder of {path}")
     return chosen

@@ -3,18 +3,22 @@
 Only variables whose names start with one of the prefixes below (plus
 ``config_check.env_prefixes``) are collected. Values of secret-like names
 (tokens, keys, passwords, credentials, cookies, ...) are replaced by
-``<redacted>`` at collection time: they never reach the pack.
+``<redacted>`` at collection time, and credentials inside other values
+(``https://user:pass@host``) are cut out: they never reach the pack
+(:mod:`probe_config_check.secrets`).
 """
 
 from __future__ import annotations
 
 import os
-import re
 from typing import Any
 
 from probe_core.specs import CheckContext, CheckRow
 
 from probe_config_check.common import diff_rows, option_list
+from probe_config_check.secrets import REDACTED, is_secret, redact
+
+__all__ = ["REDACTED", "collect", "compare", "is_secret"]
 
 PREFIXES = (
     "HCCL_", "NCCL_", "GLOO_", "CUDA_", "CUDNN_", "CUBLAS_", "CUBLASLT_", "NVIDIA_TF32", "ASCEND_", "ACL_",
@@ -23,19 +27,9 @@ PREFIXES = (
     "INF_NAN_MODE_ENABLE", "COMBINED_ENABLE", "MULTI_STREAM_MEMORY_REUSE", "CPU_AFFINITY_CONF",
     "ENABLE_DETERMINISTIC", "DETERMINISTIC", "MEGATRON_", "DS_", "ACCELERATE_",
 )
-SECRET = re.compile(r"TOKEN|SECRET|PASSW|PWD|KEY|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|CERT|SIGNATURE|ACCESS",
-                    re.IGNORECASE)
-REDACTED = "<redacted>"
-
-
-def is_secret(name: str) -> bool:
-    return bool(SECRET.search(name))
-
-
 def collect(ctx: CheckContext) -> dict[str, Any]:
     prefixes = PREFIXES + tuple(option_list(ctx.options, "env_prefixes"))
-    variables = {name: (REDACTED if is_secret(name) else value)
-                 for name, value in os.environ.items() if name.startswith(prefixes)}
+    variables = {name: redact(name, value) for name, value in os.environ.items() if name.startswith(prefixes)}
     return {"variables": dict(sorted(variables.items()))}
 
 

@@ -20,7 +20,7 @@ from probe_core.errors import CheckError
 from probe_core.specs import CheckContext, CheckRow
 
 from probe_config_check.common import option_list, values_equal
-from probe_config_check.env import REDACTED, is_secret
+from probe_config_check.secrets import redact
 
 ALIASES = {
     "learning_rate": ("lr", "learning_rate", "learningrate", "base_lr", "max_lr"),
@@ -198,7 +198,7 @@ def collect(ctx: CheckContext) -> dict[str, Any] | None:
             key = canonical(name)
             if IGNORED.search(key) or any(p.search(key) for p in ignored):
                 continue
-            value = REDACTED if is_secret(key) else parse_value(value)
+            value = redact(key, parse_value(value))
             params[key] = {"value": value, "source": f"{source}: {name}"}
     if not sources:
         return None

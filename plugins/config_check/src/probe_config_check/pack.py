@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from probe_core.dump.jsonstream import loads
 from probe_core.errors import CheckError
 
 from probe_config_check.safezip import checked_members, open_zip, read_member
@@ -35,6 +36,7 @@ VERSION = 1
 MANIFEST = "manifest.json"
 _MEMBER = re.compile(r"^rank(\d+)/([A-Za-z0-9_.-]+)\.json$")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+MAX_MEMBER_DEPTH = 64  # checkers' data nests a few levels; deeper is not a pack (and would exhaust recursion)
 
 #: rank -> checker name -> collected JSON data
 PackData = dict[int, dict[str, Any]]
@@ -90,20 +92,39 @@ def read_pack(path: str | os.PathLike[str]) -> tuple[dict[str, Any], PackData]:
             if match:
                 data.setdefault(int(match.group(1)), {})[match.group(2)] = _load(
                     path, name, read_member(archive, info, path))
-    if not manifest or manifest.get("format") != FORMAT:
-        raise CheckError(f"{path}: no probe config_check manifest ({MANIFEST}); "
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise CheckError(f"{path}: no probe config_check manifest ({MANIFEST} with \"format\": \"{FORMAT}\"); "
                          "pass a pack written by probe check collect or ConfigChecker")
-    if int(manifest.get("version", 0)) > VERSION:
-        raise CheckError(f"{path}: pack format version {manifest.get('version')} is newer than this probe "
+    version = manifest.get("version", 0)
+    if type(version) is not int or version < 1:
+        raise CheckError(f"{path}: {MANIFEST}: key \"version\" is {_short(version)}, not a pack format version "
+                         "(a positive integer); re-collect the pack")
+    if version > VERSION:
+        raise CheckError(f"{path}: pack format version {version} is newer than this probe "
                          f"understands ({VERSION}); upgrade probe")
+    for key, kind in (("checkers", dict), ("ranks", list)):
+        if key in manifest and not isinstance(manifest[key], kind):
+            raise CheckError(f"{path}: {MANIFEST}: key \"{key}\" is {_short(manifest[key])}, not "
+                             f"{'an object' if kind is dict else 'a list'}; re-collect the pack")
+    for rank, checkers in data.items():
+        for name, value in checkers.items():
+            if not isinstance(value, dict):
+                raise CheckError(f"{path}: member rank{rank}/{name}.json holds {type(value).__name__}, not an object "
+                                 "of collected data; re-collect the pack")
     return manifest, data
 
 
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _load(path: Any, member: str, raw: bytes) -> Any:
+    """One member's JSON: UTF-8, no deeper than packs nest (every failure is one CheckError)."""
     try:
-        return json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckError(f"{path}: member {member} is not valid JSON ({exc}); re-collect the pack") from None
+        return loads(raw, max_depth=MAX_MEMBER_DEPTH)
+    except ValueError as exc:
+        raise CheckError(f"{path}: member {member} is not usable JSON ({exc}); re-collect the pack") from None
 
 
 # -- several ranks, one pack ------------------------------------------------------

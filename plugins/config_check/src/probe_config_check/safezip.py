@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import stat
 import zipfile
+import zlib
 from pathlib import Path, PurePosixPath
 
 from probe_core.errors import CheckError
@@ -37,9 +38,16 @@ def checked_members(archive: zipfile.ZipFile, zip_path: str | os.PathLike[str], 
         raise CheckError(f"{zip_path}: {len(infos)} members is more than the {MAX_MEMBERS} allowed; not a probe pack")
     total = 0
     safe: list[tuple[zipfile.ZipInfo, PurePosixPath]] = []
+    seen: set[str] = set()
     for info in infos:
         name = info.filename
+        key = name.rstrip("/")
+        if key in seen:
+            raise _refuse(zip_path, name, "the zip holds two members of that name (which one is real?)")
+        seen.add(key)
         mode = info.external_attr >> 16
+        if not name:
+            raise _refuse(zip_path, name, "its name is empty")  # found by the fuzzer
         if "\\" in name or "\x00" in name:
             raise _refuse(zip_path, name, "the name holds a backslash or NUL byte")
         path = PurePosixPath(name)
@@ -67,12 +75,23 @@ def read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, zip_path: str |
                 max_member_bytes: int = MAX_MEMBER_BYTES) -> bytes:
     """A member's bytes, stopping as soon as it grows past the limit (whatever its header claims)."""
     chunks, size = [], 0
-    with archive.open(info) as stream:
-        while chunk := stream.read(_CHUNK):
-            size += len(chunk)
-            if size > max_member_bytes:
-                raise _refuse(zip_path, info.filename, f"it unpacks to more than the {max_member_bytes}-byte limit")
-            chunks.append(chunk)
+    try:
+        with archive.open(info) as stream:
+            while chunk := stream.read(_CHUNK):
+                size += len(chunk)
+                if size > max_member_bytes:
+                    raise _refuse(zip_path, info.filename,
+                                  f"it unpacks to more than the {max_member_bytes}-byte limit")
+                chunks.append(chunk)
+    except CheckError:
+        raise
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, RuntimeError, NotImplementedError) as exc:
+        # a size or CRC that does not match the data, damaged compressed data, encryption, unknown compression
+        raise _refuse(zip_path, info.filename, f"its data does not match its header ({type(exc).__name__}: {exc})"
+                      ) from None
+    if size != info.file_size:
+        raise _refuse(zip_path, info.filename,
+                      f"its header says {info.file_size} bytes but it unpacks to {size}")
     return b"".join(chunks)
 
 
@@ -82,8 +101,9 @@ def open_zip(zip_path: str | os.PathLike[str]) -> zipfile.ZipFile:
         return zipfile.ZipFile(zip_path)
     except FileNotFoundError:
         raise CheckError(f"{zip_path}: file not found; pass a pack written by probe check collect") from None
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise CheckError(f"{zip_path}: not a readable zip file ({exc}); "
+    except (zipfile.BadZipFile, OSError, NotImplementedError, ValueError, EOFError, RuntimeError) as exc:
+        # NotImplementedError: a zip version or feature Python cannot read (found by the fuzzer)
+        raise CheckError(f"{zip_path}: not a readable zip file ({type(exc).__name__}: {exc}); "
                          "pass a pack written by probe check collect") from None
 
 

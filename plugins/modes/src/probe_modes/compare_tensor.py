@@ -22,6 +22,7 @@ import numpy as np
 
 from probe_core.compare import metrics
 from probe_core.compare.comparator import LeafPair
+from probe_core.errors import DumpError
 from probe_modes.tensor_io import load_array
 
 COLUMNS = ("Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio",
@@ -31,8 +32,19 @@ COLUMNS = ("Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth E
 def arrays(pair: LeafPair) -> tuple[np.ndarray, np.ndarray]:
     """Both sides' tensors as numeric arrays (loaded once per row)."""
     if "arrays" not in pair.cache:
-        pair.cache["arrays"] = (load_array(pair.npu_path, pair.npu.name), load_array(pair.bench_path, pair.bench.name))
+        pair.cache["arrays"] = (_load_checked(pair.npu_path, pair.npu), _load_checked(pair.bench_path, pair.bench))
     return pair.cache["arrays"]
+
+
+def _load_checked(path: Any, leaf: Any) -> np.ndarray:
+    """A leaf's tensor file, which must hold the shape dump.json records for it (else it is another tensor's)."""
+    array = load_array(path, leaf.name)
+    if leaf.shape is not None and tuple(array.shape) != tuple(leaf.shape):
+        raise DumpError(f"{path}: holds a tensor of shape {list(array.shape)}, but dump.json records shape "
+                        f"{list(leaf.shape)} for {leaf.name} (key \"shape\"); the tensor file does not belong to "
+                        "this dump: copy the dump folder whole (dump.json with its dump_tensor_data/) or re-run the "
+                        "dump; --lenient marks such rows as errors and goes on")
+    return array
 
 
 _SCRATCH: dict[int, np.ndarray] = {}

@@ -69,11 +69,31 @@ def output_tensors(output: Any, is_tensor: Callable[[Any], bool]) -> list[Any]:
     return []
 
 
-def is_inplace(api: str, kwargs: dict[str, Any] | None) -> bool:
-    """In-place calls (``add_``, ``__iadd__``, ``__setitem__``, ``out=``, collectives) get no backward catch."""
+_INPLACE_NAMES: dict[str, bool] = {}
+
+
+def _inplace_name(api: str) -> bool:
     short = api.rsplit(".", 1)[-1]
     return (short.endswith("_") and not short.endswith("__")) or short.startswith("__i") or \
-        short == "__setitem__" or api.startswith("Distributed.") or bool(kwargs and "out" in kwargs)
+        short == "__setitem__" or api.startswith("Distributed.")
+
+
+def is_inplace(api: str, kwargs: dict[str, Any] | None) -> bool:
+    """Calls that change an argument in place: ``add_``, ``__iadd__``, ``__setitem__``, collectives, and
+    calls that write into an argument (``out=`` a tensor, ``inplace=True`` as in ``F.relu(x, inplace=True)``,
+    which reaches a collector as a keyword). They get a backward catch only where the collector says it can
+    give the caller's tensor the change's history (``CollectorBase.backward_in_place``).
+
+    The verdict on the name is cached per API; the keywords are looked at only when there are any.
+    """
+    by_name = _INPLACE_NAMES.get(api)
+    if by_name is None:
+        by_name = _INPLACE_NAMES[api] = _inplace_name(api)
+    if by_name:
+        return True
+    if kwargs:
+        return kwargs.get("out") is not None or bool(kwargs.get("inplace", False))
+    return False
 
 
 class GradCatch:

@@ -5,12 +5,15 @@ collector installs global hooks before the script starts, every model it
 calls is named from its own submodules, a step ends at each optimizer step
 (and at exit), and a summary of what was written prints at the end — also
 when the script calls ``sys.exit`` or raises. The config, the dump path and
-the script are all checked before anything is written.
+the script are all checked before anything is written. A ``--task`` that
+names a plugin's run task (``probe_run_tasks``, e.g. ``monitor``) hands the
+script to that task instead: core knows nothing of what it does.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import re
 import runpy
@@ -22,16 +25,19 @@ from typing import Any
 from probe_core import hookimpl
 from probe_core.collect.debugger import build_collector
 from probe_core.collect.session import Summary
-from probe_core.errors import CollectionError
-from probe_core.specs import CommandSpec
+from probe_core.errors import CollectionError, ProbeError
+from probe_core.specs import CommandSpec, RunRequest
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-c", "--config", "--config-path", dest="config", metavar="CONFIG",
                         help="config.json (default: task statistics, level mix, dump_path ./probe_dump)")
-    parser.add_argument("--task", help="statistics, tensor or overflow_check (overrides the config)")
+    parser.add_argument("--task", help="statistics, tensor or overflow_check (overrides the config), "
+                        "or a plugin's run task (probe plugins lists run_tasks)")
     parser.add_argument("--level", help="L0, L1 or mix (overrides the config)")
     parser.add_argument("--dump-path", dest="dump_path", metavar="PATH", help="where step folders go")
+    parser.add_argument("--overwrite", action="store_true", default=None,
+                        help="replace a run already in the dump path (else probe refuses to mix two runs)")
     parser.add_argument("--framework", default=None, help="pytorch or mindspore (default: from the script's imports)")
     parser.add_argument("script", help="the training script to run, unmodified")
     parser.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS", help="the script's arguments")
@@ -57,7 +63,7 @@ def run_script(script: Path, argv: list[str]) -> int:
         return 0
     except SystemExit as exc:
         return _exit_code(exc)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, ProbeError):  # ProbeError: collection stopped (a full disk): one line, exit 2
         raise
     except BaseException:
         kind, value, tb = sys.exc_info()
@@ -70,8 +76,28 @@ def run_script(script: Path, argv: list[str]) -> int:
         sys.argv, sys.path[:] = saved_argv, saved_path
 
 
-_IMPORTS = {"mindspore": re.compile(r"^\s*(import|from)\s+mindspore\b", re.M),
-            "pytorch": re.compile(r"^\s*(import|from)\s+torch\b", re.M)}
+_IMPORTS = {"mindspore": re.compile(r"^\s*(import|from)\s+[^#\n]*\bmindspore\b", re.M),
+            "pytorch": re.compile(r"^\s*(import|from)\s+[^#\n]*\btorch\b", re.M)}
+
+
+def imported_frameworks(source: str) -> set[str]:
+    """The frameworks a script imports anywhere (``import sys, mindspore as ms``, ``from mindspore import nn``,
+    imports inside functions or ``try``); a regular expression stands in when the script does not parse."""
+    roots = {"mindspore": "mindspore", "torch": "pytorch"}
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return {name for name, pattern in _IMPORTS.items() if pattern.search(source)}
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            modules = [node.module]
+        else:
+            continue
+        found.update(roots[m.split(".")[0]] for m in modules if m.split(".")[0] in roots)
+    return found
 
 
 def guess_framework(script: Path) -> str | None:
@@ -81,7 +107,7 @@ def guess_framework(script: Path) -> str | None:
         source = script.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
-    if _IMPORTS["mindspore"].search(source) and not _IMPORTS["pytorch"].search(source):
+    if imported_frameworks(source) == {"mindspore"}:
         return "mindspore"
     return None
 
@@ -128,13 +154,53 @@ def print_summary(summary: Summary, code: int, config: Any) -> None:
     Console(stderr=False).print(table)
 
 
+def nothing_recorded_reasons(collector: Any, code: int) -> list[str]:
+    """Why a run recorded no entry, best guess first (printed loudly: an empty dump is never silent)."""
+    config = collector.session.config
+    framework = collector.framework
+    reasons = []
+    if code != 0:
+        reasons.append(f"the script exited with code {code}, maybe before its first forward")
+    other = "mindspore" if framework == "pytorch" else "torch"
+    if other in sys.modules and not collector.forward_seen:
+        reasons.append(f"the script ran {other} but probe watched {framework}: pass --framework "
+                       f"{'mindspore' if other == 'mindspore' else 'pytorch'}")
+    elif not collector.forward_seen:
+        reasons.append(f"no {framework} model forward was seen (recording starts at the model's first forward)")
+    if getattr(collector, "compiled_frames", 0):
+        reasons.append("the model ran compiled (torch.compile): compiled code is not recorded")
+    if config.step:
+        reasons.append(f"the step filter {config.step} selected no step that ran")  # IdSet: ranges, never expanded
+    if config.rank:
+        reasons.append(f"the rank filter {config.rank} selected no rank that ran")
+    if config.list or config.scope:
+        reasons.append("the list/scope filters matched no call")
+    return reasons or ["no recorded call ran"]
+
+
+def print_warnings(collector: Any, summary: Summary, code: int) -> None:
+    """Loud lines on stderr for what the run could not record."""
+    compiled = getattr(collector, "compiled_frames", 0)
+    if compiled:
+        print(f"probe: WARNING: torch.compile compiled {compiled} frame(s); the module and API calls inside "
+              "compiled code are NOT recorded (a compiled graph runs no Python hooks). Recorded: the calls "
+              "outside it, parameter gradients, and modules around it. To record everything, run with "
+              "TORCH_COMPILE_DISABLE=1.", file=sys.stderr)
+    if summary.entries == 0:
+        print("probe: WARNING: this run recorded NO entries, the dump is empty: "
+              + "; ".join(nothing_recorded_reasons(collector, code)), file=sys.stderr)
+
+
 def _run(args: argparse.Namespace) -> int:
     script = Path(args.script)
     if not script.is_file():
         raise CollectionError(f"{script}: no such script; pass the path of the training script "
                               "(probe run [-c config.json] SCRIPT [ARGS...])")
-    overrides = {"task": args.task, "level": args.level, "dump_path": args.dump_path}
     framework = args.framework or guess_framework(script)
+    registry = getattr(args, "registry", None)
+    if args.task and registry is not None and args.task in registry.family("run_tasks"):
+        return _run_task(registry.family("run_tasks")[args.task], args, script, framework)
+    overrides = {"task": args.task, "level": args.level, "dump_path": args.dump_path, "overwrite": args.overwrite}
     collector = build_collector(framework, args.config, auto_step=True, **overrides)
     collector.start(None, from_first_forward=True)
     code = 1
@@ -143,6 +209,19 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         summary = collector.close()
         print_summary(summary, code, collector.session.config)
+        print_warnings(collector, summary, code)
+    return code
+
+
+def _run_task(spec: Any, args: argparse.Namespace, script: Path, framework: str | None) -> int:
+    """``probe run --task NAME`` for a plugin's run task: attach it, run the script, close it."""
+    request = RunRequest(str(script), args.config, args.dump_path, framework or "pytorch", args.registry)
+    handle = spec.load()(request)
+    code = 1
+    try:
+        code = run_script(script, list(args.script_args))
+    finally:
+        handle.close(code)
     return code
 
 

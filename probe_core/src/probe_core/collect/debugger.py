@@ -26,7 +26,7 @@ def build_collector(framework: str | None, config_path: Any = None, *, auto_step
     if framework:
         overrides.setdefault("framework", framework)
     config, registry = load_config(config_path, registry=registry, **overrides)
-    check_dump_path(config.dump_path)
+    check_dump_path(config.dump_path, overwrite=config.overwrite)
     spec = registry.collector_for(config.framework or framework or "pytorch")
     collector_class = spec.load()
     return collector_class(config, registry, mode_for_config(config, registry), auto_step=auto_step)

@@ -57,10 +57,18 @@ class CollectorBase:
         self._param_handles: list[Any] = []
         self._module_names: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._roots_fixed = False
-        self._frames: list[Any] = []
+        self._frames: list[tuple[Any, Any]] = []  # (module, frame or None) per open module call
         self._open_catches: list[GradCatch] = []  # calls whose input gradients have not come yet
         self._backward_seen = False
         self._await_forward = False
+        self._watch_forward = False  # auto_step: each step starts recording at its first forward
+        self._optimizer_depth = 0  # optimizer.step calls in progress (an optimizer may wrap another)
+        self.modules_seen = False  # a module call started recording: only module calls start a step from now on
+        self.forward_seen = False  # recording ever started (probe run: a forward was seen)
+
+    #: Whether the collector sees model forwards at L1 too (a module pre-hook watches for them), so that
+    #: ``probe run`` starts recording at the first forward at every level, not only where modules are recorded.
+    sees_forward_at_l1: ClassVar[bool] = False
 
     # -- what a framework supplies -------------------------------------------------------
 
@@ -161,13 +169,22 @@ class CollectorBase:
     # -- lifecycle ------------------------------------------------------------------
 
     def start(self, model: Any = None, *, from_first_forward: bool = False) -> None:
-        """Install the hooks and record. ``from_first_forward`` (``probe run``, modules watched): stay
-        silent until the first module call, so model construction and weight initialisation (whose
-        ``empty`` tensors hold uninitialised memory) are no entries, as with a ``start()`` after them."""
+        """Install the hooks and record. ``from_first_forward`` (``probe run``): stay silent until the
+        model's first forward (a module call; at L1 also a call on a tensor that requires a gradient),
+        so model construction and weight initialisation (whose ``empty`` tensors hold uninitialised
+        memory) are no entries, as with a ``start()`` after them. Under ``auto_step`` every later step
+        starts the same way, at its first forward: what runs between an optimizer update and the next
+        forward (data preparation, loss logging, a scheduler) is no entry, and logging-only calls after
+        the last update make no step."""
         if model is not None:
             self.add_model(model)
         if self.session.all_steps_done:
             return
+        watch = self.session.with_modules or self.sees_forward_at_l1
+        self._await_forward = from_first_forward and model is None and watch
+        self._watch_forward = self._await_forward and self.auto_step
+        self.recording = not self._await_forward
+        self.forward_seen = self.forward_seen or self.recording
         if not self._installed:
             self.install_hooks()
             self._installed = True
@@ -175,8 +192,19 @@ class CollectorBase:
                 for module, prefix in list(self._module_names.items()):
                     if prefix:
                         self._hook_params(module, prefix)
-        self._await_forward = from_first_forward and model is None and self.session.with_modules
-        self.recording = not self._await_forward
+
+    def api_starts_forward(self, api: str | None, args: tuple, kwargs: dict[str, Any]) -> bool:
+        """While waiting for the first forward of a script that never called a module: whether this API
+        call is one (the framework decides; by default none is)."""
+        return False
+
+    def begin_forward(self, module_call: bool = True) -> None:
+        """The first forward (of the run, or of a step under ``probe run``): recording starts here.
+        ``module_call`` False: a computation on a tensor that requires a gradient, which counts as a
+        forward only as long as no module was ever called (a script without modules)."""
+        self._await_forward = False
+        self.recording = self.forward_seen = True
+        self.modules_seen = self.modules_seen or module_call
 
     @property
     def active(self) -> bool:
@@ -193,8 +221,10 @@ class CollectorBase:
         self.settle_backward(drop_rest=True)
         self.session.end_step()
         if self.session.all_steps_done:
-            self.recording = False
+            self.recording = self._await_forward = False
             self._uninstall()
+        elif self._watch_forward and self.recording:
+            self.recording, self._await_forward = False, True  # the next step starts at its first forward
 
     def close(self) -> Any:
         self.settle_backward(drop_rest=True)
@@ -219,6 +249,7 @@ class CollectorBase:
                 setattr(owner, name, original)
         self._saved_attrs.clear()
         self._frames.clear()
+        self._optimizer_depth = 0
         self._installed = False
 
     # -- patching -------------------------------------------------------------------
@@ -235,7 +266,9 @@ class CollectorBase:
 
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             if collector.busy or not collector.recording:
-                return original(*args, **kwargs)
+                if not collector.api_starts_forward(api, args, kwargs):
+                    return original(*args, **kwargs)
+                collector.begin_forward(module_call=False)
             return collector.call_api(api, original, args, kwargs)
 
         wrapper.__name__ = getattr(original, "__name__", api)
@@ -269,16 +302,22 @@ class CollectorBase:
             parent = session.current_module()
             sid = session.capture_stack(2)
             entry = session.encode_inputs(name, args, kwargs)
-            catch = originals = None
+            catch = caught = None
             inplace = is_inplace(api, kwargs)
             if inplace:
                 self.ops.new_batch()  # cached statistics of the tensors it changes would go stale
-            if session.wants_backward(name) and not inplace and self.grad_enabled():
-                args, kwargs, catch, originals = self._catch_inputs(name, args, kwargs)
+            if session.wants_backward(name) and (not inplace or self.backward_in_place(api, kwargs)) \
+                    and self.grad_enabled():
+                args, kwargs, catch, caught = self._catch_inputs(name, args, kwargs)
             output = func(*args, **kwargs)
-            if originals and any(t is w for t in output_tensors(output, self.ops.is_tensor) for w in originals):
-                catch = None  # the call returned its (wrapped) input: hand back the caller's own tensor
-                output = _unwrap(output, originals, self.ops.is_tensor)
+            if caught is not None:
+                self.inputs_returned(caught)  # an input changed in place: the caller's tensor gets its history
+                if any(id(t) in caught.ids for t in output_tensors(output, self.ops.is_tensor)):
+                    # the call returned its (wrapped) input: hand back the caller's own tensor (a later in-place
+                    # change must reach it). In place, its gradient is the gradient w.r.t. the output; else
+                    # (x.contiguous()) the call has no backward of its own
+                    catch = catch if inplace else None
+                    output = _unwrap(output, caught, self.ops.is_tensor)
             session.finish_forward(name, entry, self.recorded_output(api, args, kwargs, output), parent, sid)
             if catch is not None:
                 self._catch_outputs(catch, output)
@@ -291,14 +330,13 @@ class CollectorBase:
     def module_enter(self, module: Any, args: tuple) -> tuple | None:
         """Before a module call: name, filter, inputs, backward catch; returns replacement args or None."""
         if self._await_forward and not self.busy:
-            self._await_forward = False
-            self.recording = True
+            self.begin_forward()
         if self.busy or not self.recording:
-            self._frames.append(None)
+            self._frames.append((module, None))
             return None
         prefix = self.module_prefix_of(module)
         if prefix is None:
-            self._frames.append(None)
+            self._frames.append((module, None))
             return None
         if self._backward_seen:
             self.settle_backward()
@@ -310,24 +348,29 @@ class CollectorBase:
             parent = session.current_module()
             sid = session.capture_stack(3) if recorded else None
             entry = session.encode_inputs(name, args, None) if recorded else None
-            catch = new_args = None
-            if recorded and session.wants_backward(name) and not getattr(module, "inplace", False) \
-                    and self.grad_enabled():
-                new_args, _, catch, _ = self._catch_inputs(name, args, {})
+            catch = new_args = caught = None
+            if recorded and session.wants_backward(name) and self.grad_enabled():
+                new_args, _, catch, caught = self._catch_inputs(name, args, {})
             session.enter_module(name)
-            self._frames.append((name, recorded, entry, parent, sid, catch))
+            self._frames.append((module, (name, recorded, entry, parent, sid, catch, caught)))
             return new_args if new_args is not args else None
         finally:
             self.busy = False
 
     def module_exit(self, module: Any, kwargs: dict[str, Any] | None, output: Any, failed: bool = False) -> None:
-        """After a module call; ``failed`` (it raised) closes its frame without recording it."""
-        if not self._frames:
+        """After a module call; ``failed`` (it raised) closes its frame without recording it: no entry, and
+        the calls after it are not its children. The calls it made before raising keep it as their parent."""
+        frames = self._frames
+        if not frames:
             return
-        frame = self._frames.pop()
+        if frames[-1][0] is not module and not self._unwind_to(module):
+            return  # its call started before the hooks were installed: nothing of it is open
+        frame = frames.pop()[1]
         if frame is None:
             return
-        name, recorded, entry, parent, sid, catch = frame
+        name, recorded, entry, parent, sid, catch, caught = frame
+        if caught is not None:  # the module changed its input in place (nn.ReLU(inplace=True), x += ...)
+            self._guarded(self.inputs_returned, caught)
         session = self.session
         session.exit_module()
         if not recorded or failed:
@@ -343,17 +386,80 @@ class CollectorBase:
         finally:
             self.busy = False
 
+    def _unwind_to(self, module: Any) -> bool:
+        """Close the frames opened after ``module``'s own (calls whose exit was never seen, e.g. a module that
+        raised under a framework that does not report it); False when ``module`` has no open frame."""
+        frames = self._frames
+        for depth in range(len(frames) - 1, -1, -1):
+            if frames[depth][0] is module:
+                break
+        else:
+            return False
+        while len(frames) > depth + 1:
+            frame = frames.pop()[1]
+            if frame is not None:
+                self.session.exit_module()
+                self.session.end_forward_unrecorded(frame[0])
+        return True
+
+    # -- optimizer updates -------------------------------------------------------------------------
+
+    def optimizer_enter(self) -> None:
+        """An optimizer update starts: its own tensor calls are no entries (an optimizer may wrap another)."""
+        self._optimizer_depth += 1
+        self.busy = True
+
+    def optimizer_exit(self) -> None:
+        """The outermost update is over: under ``probe run`` the step ends here."""
+        if self._optimizer_depth > 0:
+            self._optimizer_depth -= 1
+        if self._optimizer_depth:
+            return
+        if self.auto_step and self.recording:
+            self.step()  # still busy: the step's last statistics transfer is no entry either
+        self.busy = False
+
+    def in_closure(self, closure: Callable[..., Any]) -> Callable[..., Any]:
+        """``optimizer.step(closure)`` (LBFGS, Lightning's automatic optimisation): the closure's forward and
+        backward are the step's calls, so they are recorded although an update is in progress."""
+        collector = self
+
+        def closure_recorded(*args: Any, **kwargs: Any) -> Any:
+            was = collector.busy
+            collector.busy = False
+            try:
+                return closure(*args, **kwargs)
+            finally:
+                collector.busy = was
+
+        closure_recorded.__wrapped__ = closure
+        return closure_recorded
+
     # -- backward plumbing ----------------------------------------------------------------------
 
     def _record_backward(self, name: str, grad_outputs: list[Any], grad_inputs: list[Any]) -> None:
         if self.recording:
             self._guarded(self.session.record_backward, name, grad_outputs, grad_inputs)
 
+    def backward_in_place(self, api: str, kwargs: dict[str, Any] | None) -> bool:
+        """Whether an in-place call (``add_``, ``+=``, ``inplace=True``) gets a backward entry: the collector
+        can give the caller's tensor the history of the change (:meth:`inputs_returned`). Default: no."""
+        return False
+
+    def input_versions(self, tensors: list[Any]) -> Any:
+        """A token that lets :meth:`inputs_returned` tell which identity copies a call changed in place."""
+        return None
+
+    def inputs_returned(self, caught: CaughtInputs) -> None:
+        """After a caught call (API or module) returns: repair what its in-place changes to the identity
+        copies of its inputs did to the caller's tensors (which share their memory). Default: nothing."""
+
     def needs_grad(self, tensor: Any) -> bool | None:
         """Whether autograd will compute a gradient w.r.t. ``tensor`` (``None``: cannot tell)."""
         return self.ops.requires_grad(tensor)
 
-    def _catch_inputs(self, name: str, args: tuple, kwargs: dict[str, Any]) -> tuple[Any, Any, GradCatch, Any]:
+    def _catch_inputs(self, name: str, args: tuple, kwargs: dict[str, Any]
+                      ) -> tuple[Any, Any, GradCatch, CaughtInputs | None]:
         positions = tensor_positions(args, kwargs, self.ops.is_tensor)
         tensors = [pick_at(args, kwargs, where) for where in positions]
         needs = [self.needs_grad(t) for t in tensors]
@@ -371,7 +477,7 @@ class CollectorBase:
 
         new = self.identity_with_grad_hook(tensors, on_inputs)
         args, kwargs = replace_at(args, kwargs, positions, new)
-        return args, kwargs, catch, {id(n): o for n, o in zip(new, tensors)}
+        return args, kwargs, catch, CaughtInputs(new, tensors, self.input_versions(new))
 
     def _catch_outputs(self, catch: GradCatch, output: Any) -> None:
         outs = [t for t in output_tensors(output, self.ops.is_tensor) if self.needs_grad(t) is not False]
@@ -420,7 +526,19 @@ class CollectorBase:
             self.busy = was
 
 
-def _unwrap(output: Any, originals: dict[int, Any], is_tensor: Callable[[Any], bool]) -> Any:
+class CaughtInputs:
+    """A caught call's input tensors and the identity copies it received instead (``versions``: the
+    framework's token from :meth:`CollectorBase.input_versions`)."""
+
+    __slots__ = ("new", "old", "versions", "ids")
+
+    def __init__(self, new: list[Any], old: list[Any], versions: Any) -> None:
+        self.new, self.old, self.versions = new, old, versions
+        self.ids = {id(t) for t in new}
+
+
+def _unwrap(output: Any, caught: CaughtInputs, is_tensor: Callable[[Any], bool]) -> Any:
+    originals = {id(n): o for n, o in zip(caught.new, caught.old)}
     if is_tensor(output):
         return originals.get(id(output), output)
     return type(output)(originals.get(id(t), t) for t in output)

@@ -30,7 +30,9 @@ class EntryFilter:
     @classmethod
     def from_config(cls, steps: Sequence[int], ranks: Sequence[int], names: Sequence[str],
                     scope: Sequence[str], data_mode: Sequence[str]) -> EntryFilter:
-        return cls(frozenset(steps), frozenset(ranks), tuple(names), tuple(scope), tuple(data_mode or ("all",)))
+        from probe_core.config import IdSet  # ids stay ranges: "0-200000000" is two integers
+
+        return cls(IdSet.of(steps), IdSet.of(ranks), tuple(names), tuple(scope), tuple(data_mode or ("all",)))
 
     # -- coarse switches -----------------------------------------------------------
 
@@ -41,7 +43,10 @@ class EntryFilter:
         return not self.ranks or rank in self.ranks
 
     def last_step(self) -> int | None:
-        return max(self.steps) if self.steps else None
+        if not self.steps:
+            return None
+        last = getattr(self.steps, "last", None)  # an IdSet knows it without walking its ranges
+        return last if last is not None else max(self.steps)
 
     @property
     def forward(self) -> bool:

@@ -9,61 +9,69 @@ so a killed process leaves every complete line behind):
 * ``["d", name, value]`` — a debug.json entry (``PrecisionDebugger.save``);
 * ``["c", name, parent or null]`` — a construct.json edge.
 
-At step end :func:`write_step_files` writes ``dump.json``, ``stack.json``,
-``construct.json`` (and ``debug.json`` when there are saves) through temporary
-files renamed into place, then the journal is removed. :func:`recover_step`
-rebuilds the same files from a journal a dead process left behind.
+At step end :func:`write_step_files` writes ``stack.json``, ``construct.json``
+(and ``debug.json`` when there are saves), then ``dump.json``, through temporary
+files renamed into place — dump.json last, so a step whose dump.json exists is
+whole — then the journal is removed. :func:`recover_step` (``probe recover``)
+rebuilds the same files from a journal a dead process left behind, marked
+``"partial": true``. Every folder level under the dump path is checked on the
+way (:func:`safe_dir`): no write follows a symbolic link.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from probe_core.errors import DumpError
+from probe_core.dump.journal import JOURNAL_NAME, StepRecords, read_journal
+from probe_core.errors import CollectionError, DumpError
 
-JOURNAL_NAME = ".journal.jsonl"
-
-
-@dataclass
-class StepRecords:
-    """Everything one step and rank produced, kept as serialised JSON text where possible."""
-
-    entries: list[tuple[str, str]] = field(default_factory=list)  # (name, value as JSON text)
-    debug: list[tuple[str, str]] = field(default_factory=list)
-    construct: dict[str, str | None] = field(default_factory=dict)
-    stack_lines: dict[int, list[str]] = field(default_factory=dict)
-    stack_names: dict[int, list[str]] = field(default_factory=dict)
-
-    def add_line(self, item: list[Any], value_text: str | None = None) -> None:
-        """Apply one journal record (``value_text`` avoids re-serialising a known value)."""
-        kind = item[0]
-        if kind == "S":
-            self.stack_lines[item[1]] = item[2]
-        elif kind == "e":
-            name, sid = item[1], item[2]
-            self.entries.append((name, value_text if value_text is not None else _dumps(item[3])))
-            if sid is not None:
-                self.stack_names.setdefault(sid, []).append(name)
-        elif kind == "d":
-            self.debug.append((item[1], value_text if value_text is not None else _dumps(item[2])))
-        elif kind == "c":
-            self.construct[item[1]] = item[2]
+__all__ = ["JOURNAL_NAME", "Journal", "StepRecords", "read_journal", "recover_step", "safe_dir",
+           "write_step_files"]
 
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-class Journal:
-    """Appends journal lines for one ``step{N}/rank{R}`` folder; created on first write."""
+def safe_dir(root: Path, *parts: str) -> Path:
+    """``root/parts...``, each level created when missing and refused when it is a symbolic link or not a
+    folder: no write of a collection follows a link inside the dump path (``root`` itself is checked
+    up front by :func:`probe_core.collect.session.check_dump_path`)."""
+    root.mkdir(parents=True, exist_ok=True)
+    current = root
+    for part in parts:
+        current = current / part
+        try:
+            os.mkdir(current, 0o750)
+        except FileExistsError:
+            pass
+        mode = os.lstat(current).st_mode
+        if stat.S_ISLNK(mode) or not stat.S_ISDIR(mode):
+            what = "a symbolic link" if stat.S_ISLNK(mode) else "not a folder"
+            raise CollectionError(f"{current}: is {what} inside the dump path; probe never writes through links "
+                                  "or over files there: remove it, or choose another dump_path")
+    return current
 
-    def __init__(self, rank_dir: Path) -> None:
+
+def _rank_dir(rank_dir: Path, root: Path | None) -> Path:
+    if root is None:
+        rank_dir.mkdir(parents=True, exist_ok=True)
+        return rank_dir
+    return safe_dir(root, *rank_dir.relative_to(root).parts)
+
+
+class Journal:
+    """Appends journal lines for one ``step{N}/rank{R}`` folder; created on first write (under ``root``,
+    the dump path, every folder level is checked: no symbolic links)."""
+
+    def __init__(self, rank_dir: Path, root: Path | None = None) -> None:
         self.rank_dir = rank_dir
+        self.root = root
         self.path = rank_dir / JOURNAL_NAME
         self._fd: int | None = None
 
@@ -72,7 +80,7 @@ class Journal:
         if not text:
             return
         if self._fd is None:
-            self.rank_dir.mkdir(parents=True, exist_ok=True)
+            _rank_dir(self.rank_dir, self.root)
             flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)
             self._fd = os.open(self.path, flags, 0o640)
         data = text.encode("utf-8")
@@ -111,11 +119,12 @@ def _object_text(pairs: list[tuple[str, str]]) -> str:
     return "{\n" + ",\n".join(f"{_dumps(name)}: {value}" for name, value in pairs) + "\n}"
 
 
-def write_step_files(rank_dir: Path, header: dict[str, Any], records: StepRecords) -> list[Path]:
-    """Write the step's files atomically (all temporaries first, then renames); returns the final paths."""
+def write_step_files(rank_dir: Path, header: dict[str, Any], records: StepRecords,
+                     root: Path | None = None) -> list[Path]:
+    """Write the step's files atomically (all temporaries first, then renames, ``dump.json`` last: a step
+    whose dump.json exists is whole); returns the final paths."""
     head = ",\n".join(f"{_dumps(k)}: {_dumps(v)}" for k, v in header.items())
     files: dict[str, str] = {
-        "dump.json": "{\n" + head + ',\n"data": ' + _object_text(records.entries) + "\n}\n",
         "stack.json": _dumps({str(sid): [records.stack_names.get(sid, []), lines]
                               for sid, lines in records.stack_lines.items()
                               if records.stack_names.get(sid)}),
@@ -123,12 +132,14 @@ def write_step_files(rank_dir: Path, header: dict[str, Any], records: StepRecord
     }
     if records.debug:
         debug_header = dict(header, level="debug")
-        head = ",\n".join(f"{_dumps(k)}: {_dumps(v)}" for k, v in debug_header.items())
-        files["debug.json"] = "{\n" + head + ',\n"data": ' + _object_text(records.debug) + "\n}\n"
-    if not records.entries:
-        del files["dump.json"], files["stack.json"], files["construct.json"]
+        debug_head = ",\n".join(f"{_dumps(k)}: {_dumps(v)}" for k, v in debug_header.items())
+        files["debug.json"] = "{\n" + debug_head + ',\n"data": ' + _object_text(records.debug) + "\n}\n"
+    if records.entries:
+        files["dump.json"] = "{\n" + head + ',\n"data": ' + _object_text(records.entries) + "\n}\n"
+    else:
+        del files["stack.json"], files["construct.json"]
     try:
-        rank_dir.mkdir(parents=True, exist_ok=True)
+        _rank_dir(rank_dir, root)
         temporaries = {name: _write_atomic(rank_dir / name, text) for name, text in files.items()}
         for name, tmp in temporaries.items():
             os.replace(tmp, rank_dir / name)
@@ -138,42 +149,24 @@ def write_step_files(rank_dir: Path, header: dict[str, Any], records: StepRecord
     return [rank_dir / name for name in files]
 
 
-def read_journal(path: Path) -> StepRecords:
-    """Parse a journal; a torn last line (the process died mid-write) is ignored."""
-    records = StepRecords()
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            if not line.endswith("\n"):
-                break
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError:
-                break
-            records.add_line(item)
-    return records
-
-
-def recover_step(rank_dir: str | os.PathLike[str], header: dict[str, Any] | None = None) -> list[Path]:
+def recover_step(rank_dir: str | os.PathLike[str], header: dict[str, Any] | None = None, *,
+                 remove_journal: bool = False) -> list[Path]:
     """Rebuild ``dump.json``/``stack.json``/``construct.json`` of a step whose process died.
 
     ``rank_dir`` is the ``step{N}/rank{R}`` folder holding ``.journal.jsonl``;
     the header (task, level, framework, dump_data_dir) is taken from the
-    journal's first line when present. The journal is kept.
+    journal's first line when present, and marked ``"partial": true,
+    "recovered": true``. The journal is kept unless ``remove_journal``.
     """
     rank_dir = Path(rank_dir)
     path = rank_dir / JOURNAL_NAME
     if not path.is_file():
         raise DumpError(f"{rank_dir}: no {JOURNAL_NAME} to recover from; the step either finished "
                         "(its dump.json is final) or never recorded anything")
-    with open(path, encoding="utf-8") as handle:
-        first = handle.readline()
-    found: dict[str, Any] = {}
-    try:
-        item = json.loads(first)
-        if item and item[0] == "H":
-            found = item[1]
-    except json.JSONDecodeError:
-        pass
-    return write_step_files(rank_dir, header or found or
-                            {"task": None, "level": None, "framework": None, "dump_data_dir": None},
-                            read_journal(path))
+    records = read_journal(path)
+    found = dict(records.header or {"task": None, "level": None, "framework": None, "dump_data_dir": None})
+    found.update(partial=True, recovered=True)
+    written = write_step_files(rank_dir, header or found, records)
+    if remove_journal:
+        path.unlink()
+    return written

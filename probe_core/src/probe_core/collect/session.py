@@ -26,6 +26,7 @@ Data flows one way through three parts:
 from __future__ import annotations
 
 import os
+import signal
 import tempfile
 import threading
 from collections.abc import Callable
@@ -36,6 +37,7 @@ from probe_core.collect.batch import Batch
 from probe_core.collect.encode import ValueEncoder
 from probe_core.collect.filters import EntryFilter
 from probe_core.collect.naming import Naming, backward_name
+from probe_core.collect.runlock import RunLock, check_free
 from probe_core.collect.stacks import StackRegistry
 from probe_core.collect.tensors import TensorOps
 from probe_core.collect.writer import StepWriter, Summary
@@ -45,7 +47,7 @@ from probe_core.modes import DataMode
 
 __all__ = ["Collection", "Summary", "check_dump_path"]
 
-TOP_BLOCKS = ("Module.", "Cell.")  # a top-level module/cell call ending also flushes the batch
+MODULE_PREFIXES = ("Module.", "Cell.")  # a top-level module/cell call is journaled when it ends
 
 
 class Collection:
@@ -79,7 +81,10 @@ class Collection:
         self.filter = naming.filter
         self.writer = StepWriter(self.dump_root, {"task": self.task, "level": self.level, "framework": ops.framework},
                                  saves_tensors=mode.saves_tensors, save=ops.save, stack_lines=self.stacks.lines,
-                                 policy=mode.entry_policy(config), registry=registry)
+                                 policy=mode.entry_policy(config), registry=registry,
+                                 inline=not config.async_dump)
+        self.run_lock = RunLock(self.dump_root, overwrite=bool(getattr(config, "overwrite", False)))
+        self.writer.before_write = self.run_lock.acquire
         self.batch = Batch(ops, self.writer, self._lock, async_fetch=bool(config.async_dump))
         self.encoder = ValueEncoder(ops, mode, self.batch)
         # the call path, straight to its part
@@ -94,7 +99,78 @@ class Collection:
         self.flush = self.batch.flush
         self.wait = self.writer.wait
         self.step = 0
+        self._failed = False
+        self._closing = False
+        self._closed = False
+        self._held_top = False  # a top-level call's records wait for the next one's end (see _flush_top)
+        self._pending_signal: int | None = None
+        self._signals: dict[int, Any] = {}
+        self._install_signal_handlers()
         self._begin_step()
+
+    # -- interruption and failure ------------------------------------------------------
+
+    def _install_signal_handlers(self) -> None:
+        """SIGTERM and SIGINT: the step being recorded is written marked ``"partial": true`` (its dump.json
+        header says so, and compare warns), instead of being lost (SIGTERM) or looking whole (Ctrl-C)."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            previous = signal.getsignal(signum)
+            if previous in (signal.SIG_IGN, None):
+                continue
+            self._signals[signum] = previous
+            signal.signal(signum, self._on_signal)
+
+    def _restore_signal_handlers(self) -> None:
+        for signum, previous in self._signals.items():
+            if signal.getsignal(signum) == self._on_signal:
+                signal.signal(signum, previous)
+        self._closed = True  # a later collection's handler may still call this one: it passes the signal on
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
+        previous = self._signals.get(signum, signal.SIG_DFL)
+        if self._closed:  # finished: nothing to mark, the signal goes where it went before
+            if callable(previous):
+                previous(signum, frame)
+                return
+            raise SystemExit(128 + signum)  # the default action; a live collection calling this one finishes first
+        if self._closing:  # the files are being finished: let that end, then act on the signal
+            self._pending_signal = signum
+            return
+        self.writer.interrupted = name
+        if callable(previous):  # SIGINT's default raises KeyboardInterrupt; a user's handler may let the run go on
+            previous(signum, frame)
+            self.writer.interrupted = None
+            return
+        raise SystemExit(128 + signum)  # the default action (terminate), with the dump finished on the way out
+
+    def _check_writer(self) -> None:
+        """A write failed (full disk, link in the dump path): stop recording at once and raise its error."""
+        error = self.writer.error
+        if error is None or self._failed:
+            return
+        self._failed = True
+        self.naming.active = False
+        raise error
+
+    def _flush_top(self, module: bool = False) -> None:
+        """A top-level call ended. Every record must be in the journal before the next top-level call
+        returns, so a killed process keeps every call but, at most, the last one. Inline (the default) this
+        holds with a flush at every second top-level API call: the calls of each pair are journaled when
+        the second ends (half the statistics transfers of a flush per call); a top-level module call
+        flushes at once. With ``async_dump`` or a ``probe_on_record`` listener the batch goes to the writer
+        thread at every call, and the previous call's batch is waited for."""
+        writer = self.writer
+        if writer.inline and not module:  # a top-level module (few, long) is journaled at once, as before
+            self._held_top = not self._held_top
+            if self._held_top:
+                return  # this call's records are journaled when the next top-level call ends
+        else:
+            writer.sync()
+        self.batch.flush()
+        self._check_writer()
 
     @property
     def summary(self) -> Summary:
@@ -142,17 +218,26 @@ class Collection:
         ``probe_on_step_end`` (``close()`` waits for it)."""
         with self._lock:
             self.batch.flush()
+            self._held_top = False
             self.writer.end_step()
             self.step += 1
             self._begin_step()
+            self._check_writer()
 
     def close(self) -> Summary:
         """End the current step (when it recorded anything) and wait for every file; raises the first
         error the writer met."""
-        with self._lock:
-            self.batch.flush()
-            self.writer.end_step()
-            return self.writer.close()
+        self._closing = True
+        try:
+            with self._lock:
+                self.batch.flush()
+                self.writer.end_step()
+                return self.writer.close()
+        finally:
+            self.run_lock.release()
+            self._restore_signal_handlers()
+            if self._pending_signal is not None:
+                signal.raise_signal(self._pending_signal)
 
     # -- forward -------------------------------------------------------------------
 
@@ -180,8 +265,8 @@ class Collection:
             entry["parameters"] = {key: self.encoder.encode(value, f"parameters.{key}")
                                    for key, value in parameters.items()}
         batch.queue("e", name, entry, parent, self.with_construct, sid)
-        if parent is None and name.startswith(TOP_BLOCKS):
-            batch.flush()  # a top-level block finished: journal it, so a crash keeps it
+        if parent is None:
+            self._flush_top(name.startswith(MODULE_PREFIXES))  # a top-level call finished: a crash keeps it
 
     # -- backward, gradients, saves -----------------------------------------------------
 
@@ -200,8 +285,8 @@ class Collection:
                 entry["output"] = self.encoder.encode_args(grad_inputs, "output")
             back_parent = backward_name(parent) if parent else None
             self.batch.queue("e", name, entry, back_parent, self.with_construct, sid)
-            if parent is None and name.startswith(TOP_BLOCKS):
-                self.batch.flush()
+            if parent is None:
+                self._flush_top(name.startswith(MODULE_PREFIXES))
 
     def record_params_grad(self, prefix: str, grads: dict[str, Any], sid: int | None = None) -> None:
         """``{prefix}.parameters_grad.{n}`` with ``{param: [grad]}`` (not in construct.json, like msprobe)."""
@@ -228,21 +313,54 @@ class Collection:
             return entry_name
 
 
-def check_dump_path(path: str | os.PathLike[str]) -> Path:
-    """Fail early (nothing written) when ``path`` cannot hold a dump; returns it as a Path."""
-    target = Path(path)
+def check_dump_path(path: str | os.PathLike[str], overwrite: bool = False) -> Path:
+    """Fail early (nothing written) when ``path`` cannot hold a dump; returns it as a Path.
+
+    Checked completely before the script runs: a NUL byte or characters the file system cannot encode,
+    a name longer than the file system allows, a file or a link on the way, no write permission, and
+    a path that already holds another run (refused unless ``overwrite``) or that another run is writing.
+    """
+    text = os.fspath(path)
+    where = f'dump_path "{text!r}"' if "\x00" in text else f'dump_path "{text}"'
+    fix = "choose another dump_path (config key dump_path or --dump-path)"
+    if not text.strip():
+        raise CollectionError(f"{where}: is empty; {fix}")
+    if "\x00" in text:
+        raise CollectionError(f"{where}: holds a NUL byte, which no file name can; {fix}")
+    try:
+        encoded = os.fsencode(text)
+    except UnicodeError:
+        raise CollectionError(f"{where}: holds characters the file system encoding cannot write; {fix}") from None
+    target = Path(text)
+    name_max = _limit("PC_NAME_MAX", 255)
+    for part in encoded.split(b"/"):
+        if len(part) > name_max:
+            raise CollectionError(f"{where}: the name {part[:40].decode(errors='replace')}... is {len(part)} bytes, "
+                                  f"more than the {name_max} the file system allows; {fix}")
+    if len(os.fsencode(os.path.abspath(text))) + 64 > _limit("PC_PATH_MAX", 4096):
+        raise CollectionError(f"{where}: is too long for the file system once step and rank folders are added; {fix}")
     probe = target
-    while not probe.exists():
+    while not os.path.lexists(probe):
         if probe.parent == probe:
             break
         probe = probe.parent
+    if probe.is_symlink() and probe == target:
+        raise CollectionError(f"{where}: is a symbolic link; probe does not write through links: {fix}")
     if probe.exists() and not probe.is_dir():
-        raise CollectionError(f'dump_path "{path}": {probe} is a file, not a folder; choose another dump_path')
+        raise CollectionError(f"{where}: {probe} is a file, not a folder; {fix}")
     try:  # a real write test (permission bits do not stop root; read-only file systems do)
         os.rmdir(tempfile.mkdtemp(prefix=".probe-write-test-", dir=probe))
     except OSError as exc:
-        raise CollectionError(f'dump_path "{path}": {probe} is not writable ({exc.strerror}); choose a writable '
+        raise CollectionError(f"{where}: {probe} is not writable ({exc.strerror}); choose a writable "
                               "dump_path (config key dump_path or --dump-path)") from None
     if target.is_symlink():
-        raise CollectionError(f'dump_path "{path}" is a symbolic link; probe does not write through links')
+        raise CollectionError(f"{where}: is a symbolic link; probe does not write through links: {fix}")
+    check_free(target, overwrite)
     return target
+
+
+def _limit(name: str, default: int) -> int:
+    try:
+        return int(os.pathconf("/", name))
+    except (OSError, ValueError, AttributeError):
+        return default

@@ -9,13 +9,14 @@ naming or batching parts.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from probe_core.collect.journal import Journal, StepRecords, write_step_files
+from probe_core.collect.journal import Journal, StepRecords, safe_dir, write_step_files
 from probe_core.errors import CollectionError
 from probe_core.modes import EntryPolicy
 
@@ -70,7 +71,7 @@ class StepWriter:
 
     def __init__(self, dump_root: Path, header: dict[str, Any], *, saves_tensors: bool,
                  save: Callable[[Any, str], None], stack_lines: Callable[[int], list[str]],
-                 policy: EntryPolicy | None, registry: Any) -> None:
+                 policy: EntryPolicy | None, registry: Any, inline: bool = False) -> None:
         self.dump_root = dump_root
         self._header_base = header
         self._saves_tensors = saves_tensors
@@ -84,9 +85,24 @@ class StepWriter:
             registry.unmute()  # an event plugin muted in an earlier run of this process gets a fresh start
         self._listen_record = registry is not None and registry.listens("probe_on_record")
         self._listen_step_end = registry is not None and registry.listens("probe_on_step_end")
+        #: journal batches on the calling thread (no thread hand-off per top-level call: measured cheaper for the
+        #: small per-call batches of item 5); off when a probe_on_record listener must run on the writer thread
+        self._inline = inline and not self._listen_record
         self._pool: ThreadPoolExecutor | None = None
         self._errors: list[Exception] = []
         self._state: _StepState | None = None
+        self._last: Future | None = None  # the batch submitted last (see sync)
+        #: set when the run is interrupted (SIGTERM/SIGINT): the step being written is marked partial
+        self.interrupted: str | None = None
+        #: called once before the first file is written (the run lock of the dump path)
+        self.before_write: Callable[[], None] | None = None
+        self._prepare_lock = threading.Lock()
+        self._prepared = False
+
+    @property
+    def error(self) -> Exception | None:
+        """The first error the writer met (a full disk, a symlink in the dump path, ...), or ``None``."""
+        return self._errors[0] if self._errors else None
 
     # -- the thread -------------------------------------------------------------------
 
@@ -96,19 +112,51 @@ class StepWriter:
         return self._pool
 
     def _run(self, work: Callable[[], None]) -> None:
-        """Run file work on the writer thread, in submission order; its first error is raised by close()."""
+        """Run file work on the writer thread, in submission order; its first error is kept (:attr:`error`),
+        stops collection (:attr:`stopped`) and is raised by close()."""
         def guarded() -> None:
+            if self._errors:
+                return  # nothing is written after the first error: what is on disk stays as it was
             try:
                 work()
-            except Exception as exc:  # reported at close(); later batches still try to write
-                if not self._errors:
-                    self._errors.append(exc if isinstance(exc, CollectionError) else
-                                        CollectionError(f"writing the dump failed: {type(exc).__name__}: {exc}"))
+            except Exception as exc:
+                self._record_error(exc)
 
         try:
-            self._executor().submit(guarded)
+            self._last = self._executor().submit(guarded)
         except RuntimeError:  # interpreter exit (an atexit close): the pool takes no more work, its queue is done
             guarded()
+
+    def _prepare(self) -> None:
+        """Run ``before_write`` once, before any file is written by either thread (the training thread's
+        inline batches and the writer thread's tensor files wait for each other here)."""
+        if self._prepared:
+            return
+        with self._prepare_lock:
+            if not self._prepared:
+                if self.before_write is not None:
+                    self.before_write()
+                self._prepared = True
+
+    def _record_error(self, exc: Exception) -> None:
+        self.stopped = True
+        if not self._errors:
+            self._errors.append(exc if isinstance(exc, CollectionError) else
+                                CollectionError(f"writing the dump failed: {type(exc).__name__}: {exc}"))
+
+    @property
+    def inline(self) -> bool:
+        """Whether batches are journaled on the calling thread (see ``inline`` of the constructor)."""
+        return self._inline
+
+    def sync(self) -> None:
+        """Block until the batch submitted last is in the journal (usually long done: costs nothing; inline
+        batches are there already)."""
+        if self._inline:
+            return
+        last = self._last
+        if last is not None and not last.done():
+            last.result()
 
     def wait(self) -> None:
         """Block until the writer thread has written everything submitted so far."""
@@ -119,7 +167,7 @@ class StepWriter:
 
     def begin_step(self, step: int, rank: int) -> None:
         rank_dir = self.dump_root / f"step{step}" / f"rank{rank}"
-        self._state = _StepState(step, rank, rank_dir, Journal(rank_dir))
+        self._state = _StepState(step, rank, rank_dir, Journal(rank_dir, self.dump_root))
 
     def end_step(self) -> None:
         """Queue the step's final files (written atomically, then ``probe_on_step_end``); an empty step
@@ -138,7 +186,10 @@ class StepWriter:
 
     def _header(self, state: _StepState) -> dict[str, Any]:
         data_dir = str(state.rank_dir / "dump_tensor_data") if self._saves_tensors else None
-        return {**self._header_base, "dump_data_dir": data_dir}
+        header = {**self._header_base, "dump_data_dir": data_dir}
+        if self.interrupted:
+            header.update(partial=True, interrupted=self.interrupted)
+        return header
 
     def _finish_step(self, state: _StepState) -> None:
         for future in state.saves:
@@ -147,7 +198,8 @@ class StepWriter:
         if not state.records.entries and not state.records.debug:
             state.journal.close(remove=True)
             return
-        paths = write_step_files(state.rank_dir, self._header(state), state.records)
+        self._prepare()
+        paths = write_step_files(state.rank_dir, self._header(state), state.records, self.dump_root)
         state.journal.close(remove=True)
         self.summary.steps.add(state.step)
         self.summary.ranks.add(state.rank)
@@ -166,17 +218,34 @@ class StepWriter:
         state.saves.append(self._executor().submit(self._save_one, snapshot, path))
 
     def _save_one(self, snapshot: Any, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.is_symlink():
-            raise CollectionError(f"{path}: refusing to write through a symbolic link")
-        self._save(snapshot, str(path))
-        self.summary.bytes += path.stat().st_size
+        if self._errors:
+            return
+        try:
+            self._prepare()
+            safe_dir(self.dump_root, *path.parent.relative_to(self.dump_root).parts)
+            if path.is_symlink():
+                raise CollectionError(f"{path}: refusing to write through a symbolic link")
+            self._save(snapshot, str(path))
+            self.summary.bytes += path.stat().st_size
+        except Exception as exc:  # a full disk stops the collection at once, not at the step's end
+            self._record_error(exc)
+            raise
 
     # -- batches ---------------------------------------------------------------------------
 
     def write(self, pending: list[Pending], resolve: Callable[[], None]) -> None:
-        """Journal a batch on the writer thread: ``resolve()`` first fills in its statistics."""
+        """Journal a batch (on the writer thread, or at once when inline): ``resolve()`` first fills in its
+        statistics. Tensor files are always written on the writer thread."""
         state = self._state
+        if self._inline:
+            if self._errors:
+                return
+            try:
+                self._prepare()
+                self._write_batch(state, pending, resolve)
+            except Exception as exc:
+                self._record_error(exc)
+            return
         self._run(lambda: self._write_batch(state, pending, resolve))
 
     def _write_batch(self, state: _StepState, pending: list[Pending], resolve: Callable[[], None]) -> None:
@@ -215,7 +284,11 @@ class StepWriter:
                 self._registry.emit("probe_on_record", name=item.name, entry=item.value,
                                     step=state.step, rank=state.rank)
         try:
+            if lines:
+                self._prepare()
             state.journal.append(lines)
         except OSError as exc:
-            raise CollectionError(f"{state.rank_dir}: cannot write the record journal: {exc}; "
-                                  "check free space and permissions of dump_path") from None
+            raise CollectionError(f"{state.journal.path}: cannot write the record journal ({exc.strerror or exc}); "
+                                  "collection stopped at once: the finished steps and this step's journal are "
+                                  "kept (probe recover DUMP_PATH finalises it); free space or fix the permissions "
+                                  "of dump_path and run again") from None

@@ -28,7 +28,7 @@ from probe_core.compare.divergence import DivergenceTracker
 from probe_core.compare.match import Match, Matcher, match_entries
 from probe_core.compare.rules import ERROR, PASS, UNMATCHED, WARNING, RowResult, io_differences, judge_entry
 from probe_core.dump import DumpEntry, RankDump, TensorMeta, discover
-from probe_core.errors import CompareError, ProbeError
+from probe_core.errors import CompareError, DumpError, ProbeError
 from probe_core.modes import DataMode, common_mode
 
 CHUNK_ENTRIES = 256
@@ -79,6 +79,7 @@ class RankResult:
     target: str
     bench: str
     errors: list[str] = field(default_factory=list)
+    partial: list[str] = field(default_factory=list)  # dumps of an interrupted step (header "partial": true)
 
 
 # -- one entry ---------------------------------------------------------------------
@@ -111,6 +112,7 @@ def compare_entry(npu: DumpEntry | None, bench: DumpEntry | None, mode: DataMode
     name = (npu or bench).name  # type: ignore[union-attr]
     index = npu.index if npu is not None else bench.index  # type: ignore[union-attr]
     rows = [RowResult(a, b) for a, b in _pair_leaves(npu, bench)]
+    _check_leaves(rows, npu, bench, lenient)
     if npu is None or bench is None:
         side = "target" if bench is None else "bench"
         for row in rows:
@@ -134,6 +136,21 @@ def compare_entry(npu: DumpEntry | None, bench: DumpEntry | None, mode: DataMode
     inputs_reason, outputs_reason = io_differences(rows, mode)
     return EntryOutcome(name, index, result, rows, npu, bench,
                         outputs_reason if inputs_reason is None else None, inputs_reason)
+
+
+def _check_leaves(rows: list[RowResult], npu: DumpEntry | None, bench: DumpEntry | None, lenient: bool) -> None:
+    """A leaf whose record is malformed (a statistic that is no number, a bad data_name) stops the compare
+    with the file and key, or with ``lenient`` makes its row an error."""
+    for row in rows:
+        for leaf, entry in ((row.npu, npu), (row.bench, bench)):
+            if leaf is None or leaf.problem is None:
+                continue
+            where = entry.dump.dump_file if entry is not None and entry.dump is not None else "dump.json"
+            message = f"{where}: {leaf.name}: {leaf.problem}"
+            if not lenient:
+                raise DumpError(f"{message}; the dump is damaged or was edited: re-run the dump, or pass --lenient "
+                                "to mark such rows as errors and go on")
+            row.flag(ERROR, f"{message}.")
 
 
 # -- rows -------------------------------------------------------------------------------
@@ -349,8 +366,10 @@ def compare_ranks(target: RankDump, bench: RankDump, registry, options: CompareO
         _WORKER.clear()
         target.close()
         bench.close()
+    partial = [str(d.dump_file) for d in (target, bench) if d.header.get("partial") is True]
     return RankResult(label, counts, row_counts, unmatched, tracker.first, str(writer.csv_path),
-                      str(writer.xlsx_path) if writer.xlsx_path else None, str(target.dump_file), str(bench.dump_file))
+                      str(writer.xlsx_path) if writer.xlsx_path else None, str(target.dump_file), str(bench.dump_file),
+                      partial=partial)
 
 
 # -- whole run ------------------------------------------------------------------------------
@@ -399,6 +418,7 @@ def run_compare(options: CompareOptions, registry) -> dict[str, Any]:
         "bench": str(options.bench),
         "output": str(out),
         "ranks": [r.__dict__ for r in results],
+        "partial": [path for r in results for path in r.partial],
     }
     output.write_summary(out / "summary.json", summary)
     return summary

@@ -121,6 +121,14 @@ def load_mapping(path: str | Path, base: NameMap | None = None) -> NameMap:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise CompareError(f"--mapping {path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    except UnicodeDecodeError as exc:
+        raise CompareError(f"--mapping {path}: invalid UTF-8 byte at byte {exc.start}; save the mapping as UTF-8"
+                           ) from None
+    except (RecursionError, OSError, ValueError) as exc:  # ValueError: an integer of over 4,300 digits
+        why = ("nested too deeply" if isinstance(exc, RecursionError) else
+               f"unreadable ({exc.strerror})" if isinstance(exc, OSError) else f"not a usable value ({exc})"[:160])
+        raise CompareError(f"--mapping {path}: {why}; a mapping is {{ClassName: {{target_attr: bench_attr}}}}"
+                           ) from None
     if not isinstance(data, dict):
         raise CompareError(f"--mapping {path}: the top level must be a mapping of class names "
                            f"(or 'api'/'module'), got {type(data).__name__}")

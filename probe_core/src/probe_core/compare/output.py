@@ -105,6 +105,9 @@ def print_summary(summary: dict[str, Any], console=None) -> None:
         table.add_row(rank["label"], *(str(counts[k]) for k in ("pass", "warning", "error", "unmatched")),
                       first["name"] if first else "-")
     console.print(table)
+    for path in summary.get("partial") or ():
+        console.print(f"[yellow]partial:[/] {path} is an interrupted step: entries after its last record are "
+                      "missing (unmatched on the other side)", highlight=False, soft_wrap=True)
     first = summary["first_divergence"]
     if first:
         console.print(f"[bold]First divergence:[/] [red]{first['name']}[/] ({first['reason']})", highlight=False)

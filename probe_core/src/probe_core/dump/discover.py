@@ -15,6 +15,7 @@ from probe_core.dump.reader import RankDump
 from probe_core.errors import DumpError
 
 DUMP_FILE = "dump.json"
+JOURNAL = ".journal.jsonl"  # a step whose process died before writing dump.json: read from its journal
 _RANK = re.compile(r"^(?:rank(\d*)|proc(\d+))$")
 _STEP = re.compile(r"^step(\d+)$")
 
@@ -41,7 +42,7 @@ def _rank_folders(folder: Path) -> list[tuple[int, Path]]:
     ranked, procs = [], []
     for child in sorted(folder.iterdir()) if folder.is_dir() else ():
         match = _RANK.match(child.name)
-        if not match or not (child / DUMP_FILE).is_file():
+        if not match or not _has_dump(child):
             continue
         if match.group(2) is not None:
             procs.append((int(match.group(2)), child))
@@ -53,8 +54,12 @@ def _rank_folders(folder: Path) -> list[tuple[int, Path]]:
     return sorted(ranked)
 
 
+def _has_dump(folder: Path) -> bool:
+    return (folder / DUMP_FILE).is_file() or (folder / JOURNAL).is_file()
+
+
 def _in_step(folder: Path, step: int | None, lenient: bool) -> list[RankDump]:
-    if (folder / DUMP_FILE).is_file():
+    if _has_dump(folder):
         return [RankDump(folder / DUMP_FILE, step, None, lenient)]
     return [RankDump(path / DUMP_FILE, step, rank, lenient) for rank, path in _rank_folders(folder)]
 
@@ -70,7 +75,7 @@ def discover(path: str | Path, *, ranks: Iterable[int] | None = None, steps: Ite
     if not root.exists():
         raise DumpError(f"{root}: no such file or folder; give a dump.json, a rank folder, "
                         f"a step folder or a dump root")
-    if root.is_file() or (root / DUMP_FILE).is_file():
+    if root.is_file() or _has_dump(root):
         dump_file = root if root.is_file() else root / DUMP_FILE
         rank = _rank_of(dump_file.parent)
         step = _step_of(dump_file.parent if rank is None else dump_file.parent.parent)

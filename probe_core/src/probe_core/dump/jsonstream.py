@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import codecs
 import json
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 CHUNK = 1 << 22  # 4 MiB per read
+MAX_DEPTH = 200  # deepest nesting the small-file readers accept (probe and msprobe files nest < 20)
 _WHITESPACE = " \t\n\r"
 _decoder = json.JSONDecoder()
 
@@ -32,7 +34,8 @@ class JsonStreamError(ValueError):
 
     def __init__(self, message: str, line: int, column: int, offset: int, truncated: bool) -> None:
         self.reason, self.line, self.column, self.offset, self.truncated = message, line, column, offset, truncated
-        super().__init__(f"{message}: line {line}, column {column} (byte {offset})")
+        where = f"line {line}, column {column}" if column > 0 else f"line {line}"
+        super().__init__(f"{message}: {where} (byte {offset})")
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,8 @@ class _Cursor:
         self.eof = False
         self.ascii = True
         self._mark = (0, 0)
+        self.read = 0  # bytes read from the file so far
+        self.bad: JsonStreamError | None = None  # invalid UTF-8 met: raised where the valid text ends
 
     def fill(self) -> bool:
         """Read one more chunk (dropping consumed text); False at end of file."""
@@ -68,11 +73,29 @@ class _Cursor:
         self.lines += consumed.count("\n")
         raw = self.handle.read(CHUNK)
         self.eof = not raw
-        self.text = self.text[self.pos:] + self.decoder.decode(raw, final=self.eof)
+        pending = len(self.decoder.getstate()[0])
+        try:
+            decoded = self.decoder.decode(raw, final=self.eof)
+        except UnicodeDecodeError as exc:  # keep the valid text before the bad byte; fail where it ends
+            decoded = exc.object[:exc.start].decode("utf-8")
+            offset = self.read - pending + exc.start
+            self.eof = True
+            self.bad = self._bad_utf8(exc, offset, self.text[self.pos:] + decoded)
+        self.read += len(raw)
+        self.text = self.text[self.pos:] + decoded
         self.pos = 0
         self.ascii = self.text.isascii()
         self._mark = (0, self.base)
-        return not self.eof
+        return not self.eof or bool(decoded)
+
+    def _bad_utf8(self, exc: UnicodeDecodeError, offset: int, before: str) -> JsonStreamError:
+        line = self.lines + before.count("\n") + 1
+        column = len(before) - before.rfind("\n") if "\n" in before else 0  # 0: not known
+        if exc.reason == "unexpected end of data":
+            return JsonStreamError("the file ends inside a multi-byte UTF-8 character", line, column, offset, True)
+        byte = exc.object[exc.start]
+        return JsonStreamError(f"invalid UTF-8 byte 0x{byte:02x} (dump files must be UTF-8)", line, column,
+                               offset, False)
 
     def byte_at(self, pos: int) -> int:
         """Byte offset in the file of text position ``pos`` (cheap for positions moving forward)."""
@@ -85,6 +108,8 @@ class _Cursor:
 
     def error(self, message: str, pos: int | None = None, truncated: bool = False) -> JsonStreamError:
         pos = self.pos if pos is None else pos
+        if self.bad is not None and (truncated or pos >= len(self.text)):
+            return self.bad  # the text ran out where the invalid bytes begin
         line = self.lines + self.text.count("\n", 0, pos) + 1
         column = pos - self.text.rfind("\n", 0, pos)
         return JsonStreamError(message, line, column, self.byte_at(pos), truncated or (self.eof and pos >= len(self.text)))
@@ -122,6 +147,11 @@ class _Cursor:
                 if near_end and self.fill():
                     continue
                 raise self.error(exc.msg, exc.pos, truncated=near_end and self.eof) from None
+            except RecursionError:
+                raise self.error(f"a value nested deeper than Python can decode (over "
+                                 f"{sys.getrecursionlimit()} levels of [ and {{)") from None
+            except ValueError as exc:  # e.g. an integer literal longer than Python converts (4300 digits)
+                raise self.error(_value_error(exc)) from None
             if end >= len(self.text) and not self.eof and self.fill():
                 continue  # a number may go on in the next chunk
             self.pos = end
@@ -184,4 +214,45 @@ def _members(cur: _Cursor) -> Iterator[Member]:
 def read_span(handle, start: int, end: int) -> Any:
     """Decode the JSON value stored at bytes ``[start, end)`` of an open binary file."""
     handle.seek(start)
-    return json.loads(handle.read(end - start))
+    return loads(handle.read(end - start), max_depth=None)  # leaves_of bounds the depth it walks
+
+
+def loads(text: str | bytes, max_depth: int | None = MAX_DEPTH) -> Any:
+    """``json.loads`` that turns every failure into :class:`ValueError` (never RecursionError or
+    UnicodeDecodeError) and refuses values nested deeper than ``max_depth``."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"nested deeper than Python can decode (over {sys.getrecursionlimit()} levels)") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"invalid UTF-8 byte at byte {exc.start}") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{exc.msg} at line {exc.lineno}, column {exc.colno} (char {exc.pos})") from None
+    except ValueError as exc:
+        raise ValueError(_value_error(exc)) from None
+    if max_depth is not None:
+        check_depth(value, max_depth)
+    return value
+
+
+def _value_error(exc: ValueError) -> str:
+    if "digits" in str(exc):
+        limit = getattr(sys, "get_int_max_str_digits", lambda: 4300)()
+        return f"an integer literal longer than {limit} digits (no dump value has one)"
+    return f"a value cannot be decoded ({exc})"
+
+
+def check_depth(value: Any, max_depth: int = MAX_DEPTH) -> None:
+    """Raise :class:`ValueError` when ``value`` nests lists/objects deeper than ``max_depth`` (iterative)."""
+    stack = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if depth >= max_depth:
+            raise ValueError(f"nested deeper than {max_depth} levels")
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))

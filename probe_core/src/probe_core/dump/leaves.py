@@ -50,6 +50,7 @@ class TensorMeta(NamedTuple):
     data_name: str | None = None
     value: Any = None
     is_tensor: bool = False
+    problem: str | None = None  # what is malformed in this leaf's record (a statistic that is no number, ...)
 
     @property
     def stats(self) -> tuple[Any, Any, Any, Any]:
@@ -57,21 +58,51 @@ class TensorMeta(NamedTuple):
         return (self.max, self.min, self.mean, self.norm)
 
 
+STAT_KEYS = ("Max", "Min", "Mean", "Norm")
+_STAT_TYPES = (int, float, bool, type(None))  # msprobe writes bools for bool tensors, null when not computed
+
+
+def _problem(data: dict, shape: Any) -> str | None:
+    """What makes a tensor record unusable for compare (``None`` when it is sound)."""
+    for key in STAT_KEYS:
+        value = data.get(key)
+        if not isinstance(value, _STAT_TYPES):
+            return f'"{key}" is {_short(value)}, not a number'
+    data_name = data.get("data_name")
+    if data_name is not None and not isinstance(data_name, str):
+        return f'"data_name" is {_short(data_name)}, not a file name'
+    if isinstance(data_name, str) and (data_name.startswith(("/", "\\")) or "\x00" in data_name
+                                       or ".." in data_name.replace("\\", "/").split("/")):
+        return f'"data_name" {data_name!r} is not a file name inside dump_tensor_data/'
+    if shape is not None and (not isinstance(shape, list) or not all(
+            type(n) is int and n >= 0 for n in shape)):
+        return f'"shape" is {_short(shape)}, not a list of sizes'
+    return None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _leaf(data: dict, name: str, role: str) -> TensorMeta:
     kind = data.get("type")
     shape = data.get("shape")
     is_tensor = isinstance(kind, str) and "Tensor" in kind or ("dtype" in data and "shape" in data and "value" not in data)
     if is_tensor:
+        problem = _problem(data, shape)
+        data_name = data.get("data_name") or None
         return TensorMeta(
             name, role, kind, data.get("dtype"), tuple(shape) if isinstance(shape, list) else None,
             data.get("Max"), data.get("Min"), data.get("Mean"), data.get("Norm"),
-            data.get("requires_grad"), data, data.get("data_name") or None, None, True,
+            data.get("requires_grad"), data, data_name if problem is None else None, None, True, problem,
         )
     value = data.get("value")
     number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    data_name = data.get("data_name") or None
     return TensorMeta(
         name, role, kind, kind, (), number, number, number, number, data.get("requires_grad"),
-        data, data.get("data_name") or None, value, False,
+        data, data_name if isinstance(data_name, str) else None, value, False,
     )
 
 

@@ -20,8 +20,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from probe_core.dump.jsonstream import JsonStreamError, Member, iter_object, read_span
-from probe_core.dump.leaves import TensorMeta, leaves_of
+from probe_core.dump.journal import JOURNAL_NAME, StepRecords, read_journal
+from probe_core.dump.jsonstream import JsonStreamError, Member, iter_object, loads, read_span
+from probe_core.dump.leaves import TensorMeta, _short, leaves_of
 from probe_core.dump.names import EntryName, parse_entry_name
 from probe_core.errors import DumpError
 
@@ -91,6 +92,8 @@ class RankDump:
         self._handle = None
         self._has_entries = True
         self._mode: tuple[Any, Any] | None = None
+        #: no dump.json, only the record journal of a step whose process died: read from the journal
+        self.journal_only = not self.dump_file.is_file() and (self.folder / JOURNAL_NAME).is_file()
 
     def __repr__(self) -> str:
         return f"RankDump({str(self.dump_file)!r}, step={self.step}, rank={self.rank})"
@@ -110,7 +113,40 @@ class RankDump:
 
     @cached_property
     def header(self) -> dict[str, Any]:
-        """Top-level fields other than ``data``: task, level, framework, dump_data_dir."""
+        """Top-level fields other than ``data``: task, level, framework, dump_data_dir (and ``partial``,
+        ``interrupted`` of a step an interrupted run wrote)."""
+        header = self._journal_header() if self.journal_only else self._file_header()
+        if not self.journal_only and (self.folder / JOURNAL_NAME).is_file():
+            warnings.warn(f"{self.folder}: a record journal lies beside dump.json: the run was killed while it "
+                          f"finished this step, so stack.json/construct.json may be missing; `probe recover "
+                          f"{self.folder}` tidies it", _probe_warning(), stacklevel=3)
+        if header.get("partial") is True and not self.journal_only:
+            how = "recovered from its journal by probe recover" if header.get("recovered") else \
+                f"interrupted by {header.get('interrupted') or 'a signal'}"
+            warnings.warn(f"{self.dump_file}: this step is partial ({how}): entries after its last record are "
+                          "missing, so they show as unmatched on the other side", _probe_warning(), stacklevel=3)
+        return header
+
+    def _journal_header(self) -> dict[str, Any]:
+        records = self._journal
+        header = dict(records.header or {})
+        header.update(partial=True, journal_only=True)
+        self._has_entries = bool(records.entries)
+        root = self.folder.parent.parent if self.folder.parent.name.startswith("step") else self.folder
+        damaged = f"; reading stopped at a damaged record ({records.problem})" if records.problem else ""
+        warnings.warn(f"{self.folder}: no dump.json, only the record journal {JOURNAL_NAME} of a step that did not "
+                      f"finish (the process was killed); reading its {len(records.entries)} entries{damaged}. "
+                      f"`probe recover {root}` writes its dump.json", _probe_warning(), stacklevel=4)
+        return header
+
+    @cached_property
+    def _journal(self) -> StepRecords:
+        try:
+            return read_journal(self.folder / JOURNAL_NAME)
+        except OSError as exc:
+            raise DumpError(f"{self.folder / JOURNAL_NAME}: cannot read the record journal ({exc.strerror})") from None
+
+    def _file_header(self) -> dict[str, Any]:
         if not self.dump_file.is_file():
             raise DumpError(f"{self.dump_file}: no such file; point probe at a dump.json or its folder")
         header: dict[str, Any] = {}
@@ -178,6 +214,11 @@ class RankDump:
 
     def _members(self, lenient: bool | None) -> Iterator[Member]:
         lenient = self.lenient if lenient is None else lenient
+        if self.journal_only:
+            self.header  # noqa: B018 (warns once)
+            for i, (name, text) in enumerate(self._journal.entries):
+                yield Member(name, json.loads(text), i, i)
+            return
         if not self.dump_file.is_file():
             raise DumpError(f"{self.dump_file}: no such file; point probe at a dump.json or its folder")
         header: dict[str, Any] = {}
@@ -217,6 +258,10 @@ class RankDump:
 
     def load(self, ref: EntryRef) -> DumpEntry:
         """Read one entry back from its :class:`EntryRef` (random access; keeps the file open)."""
+        if self.journal_only:
+            name, text = self._journal.entries[ref.start]
+            return DumpEntry(name, ref.index, json.loads(text), self.construct.get(name),
+                             self.stacks.get(name, ()), self)
         if self._handle is None:
             self._handle = open(self.dump_file, "rb")  # noqa: SIM115 (closed by close())
         try:
@@ -232,17 +277,33 @@ class RankDump:
     @cached_property
     def construct(self) -> dict[str, str | None]:
         """``{node: parent or None}`` from construct.json (``{}`` when absent or empty)."""
-        data = _read_small_json(self.folder / "construct.json", self.lenient)
+        if self.journal_only:
+            return dict(self._journal.construct)
+        path = self.folder / "construct.json"
+        data = _read_small_json(path, self.lenient)
         if data is None:
             return {}
         if not isinstance(data, dict):
-            raise DumpError(f"{self.folder / 'construct.json'}: expected an object {{node: parent}}, "
-                            f"got {type(data).__name__}")
+            raise DumpError(f"{path}: expected an object {{node: parent}}, got {type(data).__name__}; "
+                            "regenerate the dump (construct.json is written with dump.json)")
+        bad = next(((node, parent) for node, parent in data.items()
+                    if parent is not None and not isinstance(parent, str)), None)
+        if bad is not None:
+            message = (f"{path}: key {bad[0]!r}: the parent is {_short(bad[1])}, not a node name or null")
+            if not self.lenient:
+                raise DumpError(f"{message}; regenerate the dump, or pass --lenient to treat such parents as null")
+            warnings.warn(f"{message}; treated as null (--lenient)", _probe_warning(), stacklevel=3)
+            data = {node: parent if parent is None or isinstance(parent, str) else None
+                    for node, parent in data.items()}
         return data
 
     @cached_property
     def stacks(self) -> dict[str, tuple[str, ...]]:
         """``{entry name: stack lines}`` from stack.json (both msprobe layouts; ``{}`` when absent)."""
+        if self.journal_only:
+            records = self._journal
+            return {name: tuple(records.stack_lines.get(sid, ()))
+                    for sid, names in records.stack_names.items() for name in names}
         path = self.folder / "stack.json"
         data = _read_small_json(path, self.lenient)
         if not isinstance(data, dict):
@@ -282,13 +343,16 @@ def _read_small_json(path: Path, lenient: bool) -> Any:
     """Load stack.json / construct.json; ``None`` when missing or empty."""
     if not path.is_file():
         return None
-    text = path.read_text(encoding="utf-8", errors="replace")
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise DumpError(f"{path}: cannot be read ({exc.strerror}); check its permissions") from None
     if not text.strip():
         return None
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        message = f"{path}: {exc.msg} at line {exc.lineno}, column {exc.colno} (char {exc.pos})"
+        return loads(text)
+    except ValueError as exc:
+        message = f"{path}: {exc}"
         if lenient:
             warnings.warn(f"{message}; ignoring this file (--lenient)", _probe_warning(), stacklevel=3)
             return None

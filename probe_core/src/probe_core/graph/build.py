@@ -98,6 +98,11 @@ def build_graph(construct: Mapping[str, Any], data: Mapping[str, Any],
     ``construct``: ``{node: parent or None}``; ``data``: dump.json's entries
     (``{name: entry}``, in execution order); ``stacks``: ``{entry: stack lines}``.
     """
+    bad = next(((node, parent) for node, parent in construct.items()
+                if not isinstance(node, str) or (parent is not None and not isinstance(parent, str))), None)
+    if bad is not None:
+        raise GraphError(f"{where or 'construct.json'}: key {bad[0]!r}: the parent is {bad[1]!r}, not a node name or "
+                         "null; regenerate the dump")
     graph = Graph(rank=rank, step=step, source=source, task=task, dump_dir=dump_dir)
     order: dict[str, None] = dict.fromkeys(construct)
     for name in data:

@@ -32,8 +32,9 @@ def load_layer_mapping(path: str | Path) -> dict[str, dict[str, str]]:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise GraphError(f"{path}: cannot read the layer mapping ({exc.strerror}); check --layer-mapping") from None
-    except yaml.YAMLError as exc:
-        raise GraphError(f"{path}: not valid YAML ({exc}); fix the layer mapping file") from None
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:  # bad YAML, not UTF-8, a 5,000-digit int, too deep
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:160]
+        raise GraphError(f"{path}: not valid YAML ({reason}); fix the layer mapping file") from None
     if data is None:
         return {}
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):

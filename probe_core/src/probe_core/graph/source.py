@@ -38,8 +38,8 @@ def discover(path: str | Path) -> list[RankFolder]:
     path = Path(path)
     if path.is_dir() and not (path / "dump.json").is_file():
         steps = [c for c in path.iterdir() if c.is_dir() and c.name.startswith("step")]
-        empty = [s.name for s in steps if not any((r / "dump.json").is_file() for r in s.iterdir() if r.is_dir())
-                 and not (s / "dump.json").is_file()]
+        empty = [s.name for s in steps if not any(_has_dump(r) for r in s.iterdir() if r.is_dir())
+                 and not _has_dump(s)]
         if steps and len(empty) == len(steps):
             raise GraphError(f"{path}: step folders {', '.join(sorted(empty))} hold no rank folders (rank0, "
                              "rank1, ...) with a dump.json; point -tp/-gp at a dump made by probe or msprobe")
@@ -50,6 +50,14 @@ def discover(path: str | Path) -> list[RankFolder]:
     return sorted(RankFolder(d.step or 0, d.rank or 0, d.dump_file) for d in dumps)
 
 
+def _has_dump(folder: Path) -> bool:
+    return (folder / "dump.json").is_file() or (folder / ".journal.jsonl").is_file()
+
+
+def _has_journal_only(folder: Path) -> bool:
+    return not (folder / "dump.json").is_file() and (folder / ".journal.jsonl").is_file()
+
+
 def load_graph(where: RankFolder, source: str = "NPU", registry: Any = None) -> Graph:
     """Read one rank dump into a graph (``source``: ``NPU`` for target, ``Bench`` for bench).
 
@@ -58,7 +66,7 @@ def load_graph(where: RankFolder, source: str = "NPU", registry: Any = None) -> 
     from probe_core.dump import RankDump
 
     folder = where.folder
-    if not (folder / "stack.json").is_file():
+    if not (folder / "stack.json").is_file() and not _has_journal_only(folder):
         raise GraphError(f"{folder / 'stack.json'}: missing; the graph needs the call stacks: copy the whole "
                          "rank folder (dump.json, stack.json, construct.json) from the dump")
     with RankDump(where.dump_file, where.step, where.rank) as dump:

@@ -1,0 +1,138 @@
+"""The pre-check run: read the dump, run each API (in this process or in worker processes), judge, write.
+
+Workers only run APIs (:func:`run_case`): inputs, the tested run and the
+benchmark. Judging and writing stay in this process, in the dump's order, so
+the CSVs do not depend on ``--workers`` and the standards are the ones this
+process's registry holds (config.json's ``"plugins"`` section applies).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from probe_acc_check.backend import Options, Run, load_backend
+from probe_acc_check.cases import ApiCase, dedupe, open_dump, read_cases, select
+from probe_acc_check.errors import AccCheckError, SkipApi, first_line
+from probe_acc_check.inputs import make_inputs
+from probe_acc_check.judge import judge_run, skipped
+from probe_acc_check.report import summarize
+from probe_acc_check.results import ResultFiles
+from probe_acc_check.standards import ERROR, WARNING
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """Everything ``probe acc-check`` takes (the CLI's options, by their long names)."""
+
+    api_info: str
+    out_path: str = "."
+    csv_path: str | None = None
+    save_error_data: bool = False
+    workers: int = 1
+    device: str = "cpu"
+    device_ids: tuple[int, ...] = ()
+    dtype: str | None = None
+    filters: tuple[str, ...] = ()
+    filter_api: bool = False
+    seed: int = 1234
+    step: int | None = None
+    rank: int | None = None
+
+    def backend_options(self, device: str) -> Options:
+        return Options(device, self.dtype, keep_inputs=self.save_error_data)
+
+    def devices(self) -> list[str]:
+        """The device of each worker: ``--device`` alone, or one per ``-d`` id (``npu:0``, ``npu:1``, ...)."""
+        if not self.device_ids:
+            return [self.device]
+        kind = self.device.split(":", 1)[0]
+        return [f"{kind}:{index}" if kind != "cpu" else "cpu" for index in self.device_ids]
+
+
+def run_case(case: ApiCase, backend: Any, seed: int) -> Run | str:
+    """Run one case on ``backend``: its :class:`Run`, or why it was skipped. Never raises for the API's sake."""
+    if case.skip:
+        return case.skip
+    try:
+        return backend.run(case, make_inputs(case, seed))
+    except SkipApi as exc:
+        return exc.reason
+    except Exception as exc:  # an API must never take the run down: it becomes a skipped row
+        return f"could not run: {type(exc).__name__}: {first_line(exc)}"
+
+
+def _outcomes(cases: list[ApiCase], framework: str, options: CheckOptions) -> Iterator[Run | str]:
+    """Each case's outcome, in order: in worker processes, or here (the backend loaded first, so that a
+    missing framework or device is reported before any file is written)."""
+    if options.workers > 1 and len(cases) > 1:
+        from probe_acc_check.workers import in_workers
+
+        return in_workers(cases, framework, options)
+    backend = load_backend(framework, options.backend_options(options.devices()[0]))
+    return (run_case(case, backend, options.seed) for case in cases)
+
+
+def _standards(registry: Any) -> list[tuple[str, Any]]:
+    specs = registry.family("acc_standards")
+    if not specs:
+        raise AccCheckError('no precision standard is enabled (probe_acc_standards); remove "acc_check" from '
+                            'config.json "plugins.disable", or install a plugin that registers standards')
+    return [(name, spec.load()) for name, spec in specs.items()]
+
+
+def _save_error_data(folder: Path, case: ApiCase, run: Run) -> None:
+    """Inputs and both runs' outputs of a failing API, as .npy (floats in float64: exact for every float dtype)."""
+    target = folder / "error_data"
+    target.mkdir(parents=True, exist_ok=True)
+    for name, values, _ in run.inputs:
+        np.save(target / f"{name}.npy", values)
+    for direction, tested, bench in (("forward", run.tested.forward, run.bench.forward),
+                                     ("backward", run.tested.backward, run.bench.backward)):
+        for index, (t, b) in enumerate(zip(tested, bench)):
+            for side, output in (("tested", t), ("bench", b)):
+                if output is not None and output.is_tensor:
+                    np.save(target / f"{case.name}.{direction}.output.{index}.{side}.npy", output.value)
+
+
+def run_check(options: CheckOptions, registry: Any, progress: Any = None) -> dict[str, Any]:
+    """Pre-check the dump of ``options.api_info``; returns the summary (also written to summary.json).
+
+    ``progress``: a callable ``(done, total, name)`` told after each API.
+    """
+    dump = open_dump(options.api_info, options.step, options.rank)
+    cases = read_cases(dump)
+    if options.filters:
+        cases = select(cases, options.filters)
+        if not cases:
+            raise AccCheckError(f"--filter {' '.join(options.filters)}: no API of {dump.dump_file} matches; "
+                                f"patterns match names like Functional.gelu.0, Functional.gelu or gelu")
+    if options.filter_api:
+        cases = dedupe(cases)
+    standards = _standards(registry)
+    if options.csv_path:
+        files, done = ResultFiles.resume(options.csv_path)
+    else:
+        files, done = None, set()
+    todo = [case for case in cases if case.name not in done]
+    framework = dump.framework or "pytorch"
+    outcomes = _outcomes(todo, framework, options)
+    files = files or ResultFiles.create(options.out_path)
+    total, count = len(cases), len(cases) - len(todo)
+    for case, outcome in zip(todo, outcomes):
+        result = skipped(case, outcome) if isinstance(outcome, str) else judge_run(case, outcome, standards)
+        files.write(result)
+        if options.save_error_data and not isinstance(outcome, str) and result.status in (ERROR, WARNING):
+            _save_error_data(files.folder, case, outcome)
+        count += 1
+        if progress is not None:
+            progress(count, total, case.name)
+    run = {"dump": str(dump.dump_file), "framework": framework, "task": dump.task, "device": options.device,
+           "dtype": options.dtype or "recorded", "seed": options.seed, "workers": options.workers,
+           "standards": [name for name, _ in standards], "resumed": bool(options.csv_path)}
+    return summarize(files, run)
+

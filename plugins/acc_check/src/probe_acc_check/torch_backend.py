@@ -1,0 +1,187 @@
+"""The PyTorch backend: recorded names back to callables, the tested run and the float64 CPU benchmark.
+
+``Functional.x`` is ``torch.nn.functional.x``, ``Torch.x`` is ``torch.x``
+(dotted names such as ``Torch.linalg.norm`` follow attributes), ``Tensor.x``
+is the method (dunders included) called on the first argument. The benchmark
+is also what MindSpore dumps are judged against (:mod:`probe_acc_check.ms_backend`),
+so :func:`benchmark` takes framework-neutral arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from probe_acc_check.backend import Options, Outcome, Output, Run, dotted_attr
+from probe_acc_check.cases import ApiCase, Typed, flat, map_leaves, map_typed, tensor_leaves
+from probe_acc_check.dtypes import canonical, is_float
+from probe_acc_check.errors import AccCheckError, SkipApi, first_line
+from probe_acc_check.inputs import Array, Inputs
+
+try:
+    import torch
+except ImportError:  # pragma: no cover - depends on the installation
+    torch = None
+
+_NO_DOUBLE = ("not implemented for 'Double'", "Double is not supported", "not supported for Double")
+
+
+def resolve(api: str) -> Callable:
+    """The callable of a recorded API name (a method is called with its tensor first); :class:`SkipApi`
+    when torch has no such API."""
+    prefix, _, rest = api.partition(".")
+    roots = {"Functional": (("torch.nn.functional", torch.nn.functional), ("torch", torch)),
+             "Torch": (("torch", torch), ("torch.nn.functional", torch.nn.functional)),
+             "Tensor": (("torch.Tensor", torch.Tensor),),
+             "Aten": (("torch.ops.aten", torch.ops.aten),)}.get(prefix)
+    if roots is None:
+        raise SkipApi(f"API prefix {prefix!r} is not pre-checked on PyTorch (Functional, Torch, Tensor and Aten are)")
+    for _, root in roots:
+        fn = dotted_attr(root, rest)
+        if callable(fn):
+            return fn
+    raise SkipApi(f"unknown API: {' nor '.join(name for name, _ in roots)} has no {rest!r}")
+
+
+def torch_dtype(name: str) -> Any:
+    dtype = getattr(torch, canonical(name), None)
+    if not isinstance(dtype, torch.dtype):
+        raise SkipApi(f"dtype {name!r} has no PyTorch equivalent")
+    return dtype
+
+
+def _plain(value: Any) -> Any:
+    """A non-tensor output as a comparable Python value."""
+    if isinstance(value, torch.Size):
+        return tuple(value)
+    if isinstance(value, (torch.dtype, torch.device)):
+        return str(value)
+    return value
+
+
+def to_output(value: Any) -> Output | None:
+    if value is None:
+        return None
+    if not isinstance(value, torch.Tensor):
+        return Output(_plain(value), type(value).__name__, is_tensor=False, floating=isinstance(value, float))
+    value = value.detach()
+    if value.is_complex():
+        raise SkipApi("complex outputs are not pre-checked")
+    if value.is_floating_point():
+        return Output(value.to("cpu", torch.float64).numpy(), str(value.dtype))
+    return Output(value.cpu().numpy(), str(value.dtype), floating=False)
+
+
+def execute(fn: Callable, args: list, kwargs: dict, grads: tuple, differentiable: bool) -> tuple[Outcome, str, tuple]:
+    """Run ``fn`` forward, then backward with ``grads`` (one per flattened output, ``None`` to leave one out).
+
+    Returns the outcome, why the backward was not run (``""`` when it was or
+    when there is nothing to differentiate) and the gradients as given to the
+    outputs (numpy, after rounding to each output's dtype: what the benchmark
+    must be given too).
+    """
+    wanted = [t for t in tensor_leaves([args, kwargs])
+              if differentiable and isinstance(t, torch.Tensor) and t.is_floating_point()]
+    for tensor in wanted:
+        tensor.requires_grad_(True)
+    with torch.enable_grad():
+        result = fn(*args, **kwargs)
+    outs = list(flat(result))
+    forward = [to_output(out) for out in outs]
+    pairs = [(out, grad) for out, grad in zip(outs, grads)
+             if isinstance(out, torch.Tensor) and out.requires_grad and grad is not None]
+    if not wanted or not pairs:
+        return Outcome(forward), "", grads
+    if len(outs) != len(grads):
+        return Outcome(forward), f"the API returned {len(outs)} outputs where the dump has {len(grads)}", grads
+    if any(tuple(out.shape) != grad.shape for out, grad in pairs):
+        return Outcome(forward), "an output's shape differs from the dump's; no gradient to give it", grads
+    given = [torch.from_numpy(grad).to(out.device, out.dtype) for out, grad in pairs]
+    got = torch.autograd.grad([out for out, _ in pairs], wanted, given, allow_unused=True)
+    rounded = iter(g.to("cpu", torch.float64).numpy() for g in given)
+    used = tuple(next(rounded) if isinstance(out, torch.Tensor) and out.requires_grad and grad is not None else grad
+                 for out, grad in zip(outs, grads))
+    return Outcome(forward, [to_output(grad) for grad in got]), "", used
+
+
+def _bench_value(value: Any, float_dtype: Any) -> Any:
+    """A framework-neutral argument as a benchmark argument: floats in ``float_dtype``, on the CPU."""
+    if isinstance(value, Array):
+        return torch.as_tensor(value.data).to(float_dtype if is_float(value.dtype) else torch_dtype(value.dtype))
+    return value
+
+
+def _bench_typed(value: Typed, float_dtype: Any) -> Any:
+    if value.kind == "device":
+        return torch.device("cpu")
+    dtype = torch_dtype(str(value.value))
+    return float_dtype if dtype.is_floating_point else dtype
+
+
+def benchmark(fn: Callable, args: list, kwargs: dict, grads: tuple, differentiable: bool) -> tuple[Outcome, str, str]:
+    """The CPU benchmark: floats in float64 (float32 where the API has no float64 kernel).
+
+    ``args``/``kwargs`` hold :class:`~probe_acc_check.inputs.Array` leaves with
+    the values the tested run used. Returns ``(outcome, backward_skip, note)``.
+    """
+    for float_dtype in (torch.float64, torch.float32):
+        bench_args, bench_kwargs = (map_typed(map_leaves(tree, lambda a, d=float_dtype: _bench_value(a, d)),
+                                                lambda t, d=float_dtype: _bench_typed(t, d))
+                                    for tree in (args, kwargs))
+        try:
+            outcome, skip, _ = execute(fn, bench_args, bench_kwargs, grads, differentiable)
+        except (RuntimeError, NotImplementedError) as exc:
+            if float_dtype is torch.float64 and any(text in str(exc) for text in _NO_DOUBLE):
+                continue
+            raise SkipApi(f"the benchmark run failed: {type(exc).__name__}: {first_line(exc)}") from None
+        return outcome, skip, "" if float_dtype is torch.float64 else "benchmark in float32: no float64 kernel"
+    raise AssertionError("unreachable")
+
+
+class TorchBackend:
+    """Runs PyTorch dumps: tested on ``options.device``, benchmark on the CPU in float64."""
+
+    def __init__(self, options: Options) -> None:
+        if torch is None:
+            raise AccCheckError("this dump is a PyTorch dump: install torch to pre-check it (pip install torch)")
+        self.options = options
+        if options.device.startswith("npu"):
+            try:
+                import torch_npu  # noqa: F401
+            except ImportError:
+                raise AccCheckError(f"--device {options.device}: torch_npu is not installed; use --device cpu "
+                                    f"or install torch_npu") from None
+        try:
+            self.device = torch.device(options.device)
+            torch.empty(1, device=self.device)
+        except (RuntimeError, AssertionError) as exc:
+            raise AccCheckError(f"--device {options.device}: {first_line(exc)}; use --device cpu") from None
+        self.override = torch_dtype(options.dtype) if options.dtype else None
+
+    def _tensor(self, value: Array) -> Any:
+        dtype = torch_dtype(value.dtype)
+        if self.override is not None and dtype.is_floating_point:
+            dtype = self.override
+        return torch.as_tensor(value.data).to(self.device, dtype)
+
+    def _typed(self, value: Typed) -> Any:
+        return self.device if value.kind == "device" else torch_dtype(str(value.value))
+
+    def run(self, case: ApiCase, inputs: Inputs) -> Run:
+        fn = resolve(case.api)
+        args, kwargs = map_leaves(inputs.args, self._tensor), map_leaves(inputs.kwargs, self._tensor)
+        arrays = list(tensor_leaves([inputs.args, inputs.kwargs]))
+        used = [Array(t.to("cpu", torch.float64 if t.is_floating_point() else t.dtype).numpy().copy(), str(t.dtype),
+                      a.name) for t, a in zip(tensor_leaves([args, kwargs]), arrays)]
+        rounded = iter(used)
+        bench_args, bench_kwargs = (map_leaves(tree, lambda _: next(rounded)) for tree in (args, kwargs))
+        args, kwargs = map_typed(args, self._typed), map_typed(kwargs, self._typed)
+        differentiable = not case.inplace
+        try:
+            tested, skip, grads = execute(fn, args, kwargs, inputs.grads, differentiable)
+        except (RuntimeError, TypeError, ValueError, NotImplementedError, IndexError) as exc:
+            raise SkipApi(f"the tested run failed on {self.options.device}: {type(exc).__name__}: "
+                          f"{first_line(exc)}") from None
+        bench, bench_skip, note = benchmark(fn, bench_args, bench_kwargs, grads, differentiable)
+        kept = tuple((a.name, a.data, a.dtype) for a in used) if self.options.keep_inputs else ()
+        return Run(tested, bench, skip or bench_skip, note, kept)

@@ -1,0 +1,65 @@
+"""``--workers N``: run APIs in N processes (spawned, so that neither torch nor MindSpore state is forked).
+
+Each worker builds its own backend once, on its own device (``-d 0 1``
+gives worker i the device ``{kind}:{ids[i]}``), with the CPU threads shared
+out between the workers. Results come back in the dump's order.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import replace
+from typing import Any
+
+from probe_acc_check.backend import Run, load_backend
+from probe_acc_check.cases import ApiCase
+from probe_acc_check.errors import AccCheckError
+
+_STATE: dict[str, Any] = {}
+
+
+def _init(framework: str, options: Any, counter: Any) -> None:
+    threads = max(1, (os.cpu_count() or 1) // options.workers)
+    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+    with counter.get_lock():
+        index = counter.value
+        counter.value += 1
+    devices = options.devices()
+    try:
+        _STATE["backend"] = load_backend(framework, options.backend_options(devices[index % len(devices)]))
+    except AccCheckError as exc:
+        _STATE["error"] = exc
+    _STATE["seed"] = options.seed
+
+
+def _run(case: ApiCase) -> Run | str:
+    from probe_acc_check.runner import run_case
+
+    if "error" in _STATE:
+        raise _STATE["error"]
+    return run_case(case, _STATE["backend"], _STATE["seed"])
+
+
+def in_workers(cases: list[ApiCase], framework: str, options: Any) -> Iterator[Run | str]:
+    """The outcome of each case, in order, computed by ``options.workers`` processes."""
+    context = multiprocessing.get_context("spawn")
+    counter = context.Value("i", 0)
+    workers = min(options.workers, len(cases))
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_init,
+                             initargs=(framework, replace(options, workers=workers), counter)) as pool:
+        futures = [pool.submit(_run, case) for case in cases]
+        try:
+            for case, future in zip(cases, futures):
+                try:
+                    yield future.result()
+                except BrokenProcessPool:
+                    raise AccCheckError(f"a worker process died while running {case.name} or an API after it "
+                                        f"(killed, or a crash in the framework); resume with --result_csv_path, "
+                                        f"without --workers to see which API") from None
+        finally:
+            for future in futures:
+                future.cancel()

@@ -1,0 +1,1 @@
+"""probe monitor compare: read two monitor outputs, find where they part, report it."""

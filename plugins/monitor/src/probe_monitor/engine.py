@@ -1,0 +1,215 @@
+"""The framework-neutral monitor: which steps record, pending statistics, one fetch per step, writers, anomalies.
+
+A framework adapter (:mod:`probe_monitor.torch_monitor`, :mod:`probe_monitor.mindspore_monitor`) hooks
+the model and the optimizer and calls :meth:`MonitorEngine.record` with tensors; the statistics of each
+tensor are computed right away **on the tensor's device** (a small vector, no host sync) and kept until
+:meth:`MonitorEngine.end_step`, which stacks them and fetches them to the host **once per step**, then
+hands the rows to the writer and the anomaly detector. Nothing here changes a training tensor.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from probe_monitor.anomalies import AnomalyLog
+from probe_monitor.config import MonitorConfig, load_monitor_config
+from probe_monitor.errors import MonitorError
+from probe_monitor.records import Row
+from probe_monitor.writers import WriterContext, open_writer
+
+OUTPUT_ENV = "MONITOR_OUTPUT_DIR"  # msprobe's variable for the output root
+DYNAMIC_ENV = "DYNAMIC_MONITOR"
+DEFAULT_OUTPUT = "./monitor_output"
+
+
+class TensorBackend(Protocol):
+    """The tensor operations a framework supplies."""
+
+    def stats(self, tensor: Any, ops: tuple[str, ...], eps: float) -> Any:
+        """A float32 vector on the tensor's device, one value per op (no host sync)."""
+
+    def fetch(self, vectors: list[Any]) -> list[list[float]]:
+        """Every vector of one step on the host, in one transfer."""
+
+    def describe(self, tensor: Any) -> tuple[tuple[int, ...], str]:
+        """(shape, dtype name as the framework prints it)."""
+
+
+@dataclass
+class _Pending:
+    tag: str
+    name: str | Callable[[], str]
+    vector: Any
+    shape: tuple[int, ...] | None
+    dtype: str | None
+    micro_step: int | None
+    vpp_stage: int
+
+
+def output_root(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """The folder rank folders go in: ``explicit``, else ``$MONITOR_OUTPUT_DIR``, else ``./monitor_output``."""
+    return Path(explicit or os.environ.get(OUTPUT_ENV) or DEFAULT_OUTPUT)
+
+
+def rank_folder(root: Path, rank: int) -> Path:
+    """``root/rank{R}``, created and checked writable (one clear error when it is not)."""
+    folder = root / f"rank{rank}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe_file = folder / ".probe-write-test"
+        probe_file.write_text("")
+        probe_file.unlink()
+    except OSError as exc:
+        raise MonitorError(f"{folder}: cannot write the monitor output ({exc.strerror or exc}); pass a writable "
+                           f"folder (probe run --dump-path, TrainerMon(output_dir=...) or ${OUTPUT_ENV})") from None
+    return folder
+
+
+class MonitorEngine:
+    """One rank's monitor: step bookkeeping, pending statistics, writer, anomalies."""
+
+    def __init__(self, config: MonitorConfig, backend: TensorBackend, *, rank: int, output: Path,
+                 registry: Any = None, start_iteration: int = 0, config_path: str | None = None) -> None:
+        self.backend = backend
+        self.rank = rank
+        self.root = output
+        self.registry = registry
+        self.config_path = config_path
+        self.step = start_iteration
+        self.micro_step = 0
+        self.steps_recorded: list[int] = []
+        self._pending: dict[tuple, _Pending] = {}
+        self._first_recorded = 0  # start_step counts from here (absolute; dynamic mode: from switch-on)
+        self._config_mtime = self._mtime()
+        self.dynamic = os.environ.get(DYNAMIC_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+        self.enabled = not self.dynamic or config.dynamic_on
+        self.folder: Path | None = None
+        self.writer: Any = None
+        self.anomalies: AnomalyLog | None = None
+        self._apply(config)
+
+    # -- configuration ------------------------------------------------------------------------------
+
+    def _apply(self, config: MonitorConfig) -> None:
+        self.config = config
+        self.ops = config.ops
+        self.records_rank = not config.module_ranks or self.rank in config.module_ranks
+        if not self.records_rank:
+            self.active = False
+            return
+        if self.folder is None:
+            self.folder = rank_folder(self.root, self.rank)
+            self.anomalies = AnomalyLog(config.rules, self.rank, self.folder)
+        if self.writer is None or getattr(self, "_format", None) != config.format:
+            if self.writer is not None:
+                self.writer.close()
+            self.writer = open_writer(config, self.registry, WriterContext(self.folder, self.rank, config.ops, config))
+            self._format = config.format
+        self.anomalies.rules = config.rules
+        self.active = self._is_active()
+
+    def _is_active(self) -> bool:
+        c = self.config
+        offset = self.step - self._first_recorded - c.start_step
+        return (self.enabled and self.records_rank and offset >= 0 and offset % c.step_interval == 0
+                and len(self.steps_recorded) < c.collect_times)
+
+    def _mtime(self) -> float:
+        try:
+            return os.stat(self.config_path).st_mtime if self.config_path else 0.0
+        except OSError:
+            return 0.0
+
+    def _reload(self) -> None:
+        """Dynamic mode: a changed config with ``dynamic_on`` true starts recording at the next step
+        (``start_step`` counted from there); ``dynamic_on`` false stops it."""
+        mtime = self._mtime()
+        if mtime == self._config_mtime:
+            return
+        self._config_mtime = mtime
+        config = load_monitor_config(self.config_path)
+        self.enabled = config.dynamic_on
+        if self.enabled:
+            self._first_recorded = self.step
+            self.steps_recorded = []
+        self._apply(config)
+
+    # -- recording ----------------------------------------------------------------------------------
+
+    def record(self, tag: str, name: str | Callable[[], str], tensor: Any, *, micro_step: int | None = None,
+               vpp_stage: int = 0) -> None:
+        """Compute ``tensor``'s statistics now, on its device; a later record of the same quantity in the
+        same step replaces it (gradients accumulated over micro-steps keep the last, complete value)."""
+        key = (tag, name, micro_step, vpp_stage)
+        if tensor is None:
+            self._pending[key] = _Pending(tag, name, None, None, None, micro_step, vpp_stage)
+            return
+        shape, dtype = self.backend.describe(tensor)
+        vector = self.backend.stats(tensor, self.ops, self.config.eps)
+        self._pending[key] = _Pending(tag, name, vector, shape, dtype, micro_step, vpp_stage)
+
+    def end_step(self) -> list[Row]:
+        """Finish the step: fetch its statistics once, write them, look for anomalies; next step."""
+        rows: list[Row] = []
+        if self._pending:
+            rows = self._rows()
+            self._pending = {}
+            self.writer.write_step(self.step, rows)
+            self.anomalies.check(self.step, rows)
+            self.steps_recorded.append(self.step)
+        self.step += 1
+        self.micro_step = 0
+        if self.dynamic:
+            self._reload()
+        self.active = self._is_active()
+        return rows
+
+    def _rows(self) -> list[Row]:
+        pending = list(self._pending.values())
+        values = self.backend.fetch([p.vector for p in pending if p.vector is not None])
+        nan = {op: math.nan for op in self.ops}
+        it = iter(values)
+        rows = []
+        for p in pending:
+            name = p.name() if callable(p.name) else p.name
+            stats = dict(zip(self.ops, next(it))) if p.vector is not None else dict(nan)
+            rows.append(Row(p.tag, name, self.step, stats, p.shape, p.dtype, p.micro_step, p.vpp_stage))
+        if self.config.ndigits is not None:
+            rows = [replace(r, stats={k: round(v, self.config.ndigits) if math.isfinite(v) else v
+                                      for k, v in r.stats.items()}) for r in rows]
+        return rows + _grad_norm(rows, self.step)
+
+    def write_struct(self, struct: dict[str, list[str]]) -> None:
+        """``print_struct``: the module → parameter names, printed and added to ``module_struct.json``."""
+        if self.folder is None:
+            return
+        path = self.folder / "module_struct.json"
+        merged = (json.loads(path.read_text()) if path.is_file() else {}) | struct
+        path.write_text(json.dumps(merged, indent=1))
+        print("probe monitor: modules (targets may name any of them):", *(name or '""' for name in struct),
+              f"(written to {path})", sep="\n  ", file=sys.stderr)
+
+    def close(self) -> None:
+        """Write what is left and print the first anomaly (idempotent)."""
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+        if self.anomalies is not None:
+            self.anomalies.close()
+            self.anomalies = None
+
+
+def _grad_norm(rows: list[Row], step: int) -> list[Row]:
+    """The global norm of the reduced gradients, from their per-parameter norms (host arithmetic)."""
+    grads = [r for r in rows if r.tag == "grad_reduced" and not r.missing and "norm" in r.stats]
+    if not grads:
+        return []
+    total = math.sqrt(sum(r.stats["norm"] ** 2 for r in grads))
+    return [Row("grad_norm", "global", step, {"norm": total}, (), grads[0].dtype)]

@@ -1,0 +1,95 @@
+"""--workers, --filter, -f and what cannot run: a skipped row with the reason, never a crash."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+from probe_core import hookimpl
+from probe_core.specs import AccStandardSpec
+from probe_core.testing import registry_with
+
+from probe_acc_check import AccCheckError, CheckOptions, Verdict, run_check
+
+from .conftest import details, results
+
+
+def test_workers_give_the_same_results_as_a_serial_run(stat_dump, registry, tmp_path):
+    serial = run_check(CheckOptions(str(stat_dump), str(tmp_path / "serial")), registry)
+    parallel = run_check(CheckOptions(str(stat_dump), str(tmp_path / "parallel"), workers=2), registry)
+    assert list(results(parallel)) == list(results(serial))  # the dump's order, whichever worker finished first
+    assert results(parallel) == results(serial)
+    assert [(r["API Name"], r["Status"]) for r in details(parallel).values()] == [
+        (r["API Name"], r["Status"]) for r in details(serial).values()]
+    assert parallel["workers"] == 2 and parallel["pass"] == 26
+
+
+def test_filter_and_filter_api_narrow_the_run(stat_dump, registry, tmp_path):
+    only = run_check(CheckOptions(str(stat_dump), str(tmp_path / "a"), filters=("Functional.linear.*", "softmax")),
+                     registry)
+    assert list(results(only)) == ["Functional.linear.0", "Torch.softmax.0"] + [
+        f"Functional.linear.{i}" for i in range(1, 5)]
+    once = run_check(CheckOptions(str(stat_dump), str(tmp_path / "b"), filter_api=True), registry)
+    names = list(results(once))
+    assert "Tensor.transpose.0" in names and "Tensor.transpose.1" not in names and len(names) < 27
+
+
+def test_apis_that_cannot_run_are_skipped_rows_with_their_reason(registry, tmp_path):
+    tensor = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2, 3], "Max": 1.0, "Min": -1.0}
+    data = {
+        "Torch.no_such_op.0.forward": {"input_args": [tensor], "input_kwargs": {}, "output": [tensor]},
+        "Functional.relu.0.forward": {"input_args": [tensor], "input_kwargs": {}, "output": [tensor]},
+        "Torch.matmul.0.forward": {"input_args": [tensor, tensor], "input_kwargs": {}, "output": [tensor]},
+        "Distributed.all_reduce.0.forward": {"input_args": [tensor], "input_kwargs": {}, "output": [tensor]},
+        "Tensor.mean.0.forward": {"input_args": [{**tensor, "Max": None, "Min": None}], "input_kwargs": {},
+                                  "output": [tensor]},
+    }
+    (tmp_path / "dump.json").write_text(json.dumps({"task": "statistics", "level": "L1", "framework": "pytorch",
+                                                    "data": data}))
+    summary = run_check(CheckOptions(str(tmp_path), str(tmp_path / "out")), registry)
+    rows = {name: (row["Forward Test Success"], row["Message"]) for name, row in results(summary).items()}
+    assert rows["Torch.no_such_op.0"] == ("SKIP", "unknown API: torch nor torch.nn.functional has no 'no_such_op'")
+    assert rows["Functional.relu.0"][0] == "pass"
+    assert rows["Torch.matmul.0"][0] == "SKIP" and "the tested run failed on cpu: RuntimeError" in rows[
+        "Torch.matmul.0"][1]  # (2, 3) @ (2, 3)
+    assert rows["Distributed.all_reduce.0"][1].startswith("collective communication")
+    assert "no Min recorded" in rows["Tensor.mean.0"][1]
+    assert summary["skipped"] == 4 and len(summary["skipped_reasons"]) == 4
+
+
+def test_a_device_that_is_not_there_is_one_error_before_any_file(stat_dump, registry, tmp_path):
+    if importlib.util.find_spec("torch_npu"):
+        pytest.skip("torch_npu is installed")
+    with pytest.raises(AccCheckError, match=r"^--device npu:0: torch_npu is not installed; use --device cpu"):
+        run_check(CheckOptions(str(stat_dump), str(tmp_path / "out"), device="npu:0"), registry)
+    assert not (tmp_path / "out").exists()
+
+
+class ExactRelu:
+    """A third party's standard for its own operator: relu must be bit-exact in every dtype."""
+
+    def applies(self, out):
+        return out.op == "relu"
+
+    def judge(self, out):
+        return Verdict("pass" if out.metrics.binary_err == 0 else "error", "relu must be exact")
+
+
+class RelustStandards:
+    @hookimpl
+    def probe_acc_standards(self):
+        return [AccStandardSpec("exact_relu", "relu is bit-exact", ExactRelu, priority=10)]
+
+
+def test_a_plugin_standard_judges_its_operator_before_msprobes(tmp_path):
+    tensor = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [8], "Max": 1.0, "Min": -1.0}
+    (tmp_path / "dump.json").write_text(json.dumps({"task": "statistics", "level": "L1", "framework": "pytorch",
+                                                    "data": {"Functional.relu.0.forward": {
+                                                        "input_args": [tensor], "input_kwargs": {},
+                                                        "output": [tensor]}}}))
+    registry = registry_with(RelustStandards(), enable=["acc_check"])
+    summary = run_check(CheckOptions(str(tmp_path), str(tmp_path / "out")), registry)
+    assert summary["standards"][0] == "exact_relu" and "cosine_and_ratios" in summary["standards"]
+    assert {row["Standard"] for row in details(summary).values()} == {"exact_relu"}

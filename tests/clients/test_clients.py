@@ -1,0 +1,66 @@
+"""Real clients under ``probe run`` (issue 11, item 1): see :mod:`tests.clients.matrix` for the design.
+
+Per client, one batch of work (five ``probe run`` processes, three ``probe compare``) is shared by the
+tests of its three levels. Every client must finish at every level without a warning from probe, write one
+step per optimizer update, record backward entries and parameter gradients, compare clean where both runs
+ran the same code, and find the planted change where it is.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.clients import matrix
+
+pytestmark = pytest.mark.slow
+
+_CACHE: dict[str, matrix.Result] = {}
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    return tmp_path_factory.mktemp("clients")
+
+
+def _result(name: str, work) -> matrix.Result:
+    if name not in _CACHE:
+        _CACHE[name] = matrix.run_client(matrix.CLIENTS[name], work / name)
+    return _CACHE[name]
+
+
+@pytest.mark.parametrize("level", matrix.LEVELS)
+@pytest.mark.parametrize("name", list(matrix.CLIENTS))
+def test_client_under_probe_run(name, level, work):
+    result = _result(name, work)
+    clean, planted = result.clean[matrix.REFERENCE[level]], result.planted[level]
+    for run in (clean, planted):
+        assert run.returncode == 0, run.stderr[-3000:]
+        assert "Traceback" not in run.stderr, run.stderr[-3000:]
+        assert "recorded NO entries" not in run.stderr
+        # one step per optimizer update: 2 updates, 2 steps (no extra step from logging after the last one)
+        assert sorted(run.steps) == [0, 1]
+        assert matrix.backward_recorded(run, run.level, result.client), {s: run.names(s)[:40] for s in run.steps}
+    step0 = planted.names(0)
+    if level == "L0":
+        assert not any(n.startswith(("Functional.", "Torch.", "Tensor.")) for n in step0)
+        # the same code: the same entries, in the same order (at mix among the API entries)
+        assert step0 == [n for n in clean.names(0) if not n.startswith(("Functional.", "Torch.", "Tensor."))]
+    else:
+        if level == "L1":
+            assert not any(n.startswith("Module.") for n in step0)
+        assert step0 == clean.names(0)
+    summary = result.compares[level]
+    assert "error" not in summary, summary.get("error")
+    assert matrix.compare_clean(summary), (matrix.step_counts(summary, 0), summary.get("first_divergence"))
+    assert matrix.planted_found(result, level), summary.get("first_divergence")
+
+
+def test_torch_compile_says_what_it_cannot_record(work):
+    result = _result("torch-compile", work)
+    for run in (*result.clean.values(), *result.planted.values()):
+        assert "torch.compile compiled" in run.stderr and "NOT recorded" in run.stderr
+        assert "global hooks" not in run.stderr  # torch's warning about probe's own hooks is handled
+    # what runs outside the compiled model is recorded, under the eager model's names
+    names = result.clean["mix"].names(0)
+    assert "Functional.cross_entropy.0.backward" in names and "Module.0.Linear.parameters_grad.0" in names
+    assert not any("_orig_mod" in n or "OptimizedModule" in n for n in names)
