@@ -125,20 +125,27 @@ class CheckerSpec:
 
 
 @dataclass(frozen=True)
-class GraphMergerSpec:
-    """Merges per-rank graphs under a parallel layout (``tp``, ``pp``, ``vpp``, ...).
-
-    ``load`` returns the merger object: ``merge(graphs, layout) -> graphs``,
-    returning its input when it has nothing to do for the layout. Every
-    installed merger runs, in ``(priority, name)`` order (probe-parallel-merge:
-    tp 0, vpp 1, pp 2), on a data-parallel group's graphs ordered by (pp, tp).
-    """
+class LoadableSpec:
+    """The common shape of a family whose plugins hand over one object: a unique ``name``, a line
+    for ``probe plugins``, ``load`` (imports and returns the object only when it is used), the
+    ``(priority, name)`` order and the registering ``plugin`` (filled in by the registry)."""
 
     name: str
     description: str
     load: Callable[[], Any]
     priority: int = 0
     plugin: str = ""
+
+
+@dataclass(frozen=True)
+class GraphMergerSpec(LoadableSpec):
+    """Merges per-rank graphs under a parallel layout (``tp``, ``pp``, ``vpp``, ...).
+
+    ``load`` returns the merger object: ``merge(graphs, layout) -> graphs``,
+    returning its input when it has nothing to do for the layout. Every
+    installed merger runs, in ``(priority, name)`` order (probe-parallel-merge:
+    tp 0, vpp 10, pp 20), on a data-parallel group's graphs ordered by (pp, tp).
+    """
 
 
 @dataclass(frozen=True)
@@ -194,7 +201,7 @@ class ConfigSectionSpec:
 
 
 @dataclass(frozen=True)
-class MonitorWriterSpec:
+class MonitorWriterSpec(LoadableSpec):
     """Where the training-state monitor writes its per-step statistics (``csv``, ``tensorboard``, ...).
 
     ``name`` is the monitor config's ``format`` value that selects it;
@@ -202,15 +209,9 @@ class MonitorWriterSpec:
     the monitor distribution, probe-monitor).
     """
 
-    name: str
-    description: str
-    load: Callable[[], Any]
-    priority: int = 0
-    plugin: str = ""
-
 
 @dataclass(frozen=True)
-class AccStandardSpec:
+class AccStandardSpec(LoadableSpec):
     """A precision standard of the offline API pre-check: how an API's tested output is judged
     against its high-precision benchmark (msprobe's dtype-aware standards, an operator's own, ...).
 
@@ -218,12 +219,6 @@ class AccStandardSpec:
     pre-check distribution, probe-acc-check); standards are consulted in
     ``(priority, name)`` order.
     """
-
-    name: str
-    description: str
-    load: Callable[[], Any]
-    priority: int = 0
-    plugin: str = ""
 
 
 @dataclass(frozen=True)
