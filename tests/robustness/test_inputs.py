@@ -121,6 +121,20 @@ def test_a_statistic_that_is_a_string_is_an_error_never_a_pass(tmp_path):
     assert read_summary(tmp_path / "out2")["counts"]["error"] >= 1
 
 
+@pytest.mark.parametrize("dtype", ["[]", '{"a": 1}', "7"])
+def test_a_dtype_that_is_not_a_name_is_an_error(tmp_path, dtype):
+    """Found by the fuzz test in CI: a list as dtype crashed the judge (unhashable)."""
+    target, bench = dump_pair(tmp_path)
+    dump = target / "dump.json"
+    _corrupt(dump, b'"dtype": "torch.float32"', f'"dtype": {dtype}'.encode())
+    assert_clean_error(run_probe("compare", target, bench, "-o", tmp_path / "out"), str(dump),
+                       '"dtype" is', "not a type name")
+    lenient = run_probe("compare", target, bench, "-o", tmp_path / "out2", "--lenient")
+    assert lenient.returncode == 0, lenient.stderr
+    rows = read_csv(tmp_path / "out2" / "compare_result_rank0_step0.csv")
+    assert any("not a type name" in row["Err_message"] and row["Result"] == "error" for row in rows)
+
+
 def test_a_tensor_file_whose_shape_contradicts_dump_json_is_an_error(tmp_path):
     import numpy as np
 

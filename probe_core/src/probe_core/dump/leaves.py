@@ -68,6 +68,9 @@ def _problem(data: dict, shape: Any) -> str | None:
         value = data.get(key)
         if not isinstance(value, _STAT_TYPES):
             return f'"{key}" is {_short(value)}, not a number'
+    dtype = data.get("dtype")
+    if dtype is not None and not isinstance(dtype, str):
+        return f'"dtype" is {_short(dtype)}, not a type name'
     data_name = data.get("data_name")
     if data_name is not None and not isinstance(data_name, str):
         return f'"data_name" is {_short(data_name)}, not a file name'
@@ -85,15 +88,19 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
 def _leaf(data: dict, name: str, role: str) -> TensorMeta:
-    kind = data.get("type")
+    kind = _text(data.get("type"))
     shape = data.get("shape")
     is_tensor = isinstance(kind, str) and "Tensor" in kind or ("dtype" in data and "shape" in data and "value" not in data)
     if is_tensor:
         problem = _problem(data, shape)
         data_name = data.get("data_name") or None
         return TensorMeta(
-            name, role, kind, data.get("dtype"), tuple(shape) if isinstance(shape, list) else None,
+            name, role, kind, _text(data.get("dtype")), tuple(shape) if isinstance(shape, list) else None,
             data.get("Max"), data.get("Min"), data.get("Mean"), data.get("Norm"),
             data.get("requires_grad"), data, data_name if problem is None else None, None, True, problem,
         )
