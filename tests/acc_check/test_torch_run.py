@@ -84,7 +84,8 @@ def test_bfloat16_verdicts_match_hand_computed_metrics(bf16_tensor_run, tensor_d
     assert row["Status"] == "warning" and row["Standard"] == "cosine_and_ratios"
     # layer norm's weight gradient: the backward from the real output gradient
     x = _real(tensor_dump, "Functional.layer_norm.0.forward.input.0")
-    weight, bias = (_real(tensor_dump, f"Functional.layer_norm.0.forward.kwargs.{key}") for key in ("weight", "bias"))
+    # F.layer_norm(input, shape, weight, bias, eps) as nn.LayerNorm passes them: input_args 2 and 3
+    weight, bias = (_real(tensor_dump, f"Functional.layer_norm.0.forward.input.{i}") for i in (2, 3))
     grad = _real(tensor_dump, "Functional.layer_norm.0.backward.input.0").bfloat16()
     grads = {}
     for dtype in (torch.bfloat16, torch.float64):

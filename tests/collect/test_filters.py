@@ -31,7 +31,7 @@ def test_scope_is_an_inclusive_range_in_call_order(tmp_path):
     forward = [n for n in names if n.endswith("forward")]
     assert forward[0] == "Torch.matmul.0.forward" and forward[-1] == "Torch.matmul.1.forward"
     assert "Torch.softmax.0.forward" in forward and "Functional.linear.1.forward" not in forward
-    assert "Torch.softmax.0.backward" in names
+    assert forward == names  # a range in time, as msprobe's: one of forward calls takes no backward entry
 
 
 def test_data_mode(tmp_path):

@@ -8,19 +8,33 @@ VIEW_OPS = ("Tensor.chunk.", "Tensor.reshape.", "Tensor.transpose.")
 
 
 def test_mix_names_match_msprobe(tmp_path):
+    """risk_level FOCUS (the default, as msprobe's) leaves view/shape ops out: the same entries as msprobe."""
     ours = load(one_step(tmp_path, level="mix") / "dump.json")["data"]
+    theirs = load(FIXTURE / "dump.json")["data"]
+    assert sorted(ours) == sorted(theirs)
+
+
+def test_risk_level_all_adds_view_ops(tmp_path):
+    """risk_level ALL records every API: msprobe's entries plus the view/shape ops, which msprobe names the same
+    way in its construct.json."""
+    ours = load(one_step(tmp_path, level="mix", risk_level="ALL") / "dump.json")["data"]
     theirs = load(FIXTURE / "dump.json")["data"]
     assert [name for name in theirs if name not in ours] == []
     extra = [name for name in ours if name not in theirs]
-    # msprobe's default risk filter leaves view/shape ops out of dump.json; it still names them the same
-    # way in its construct.json, and probe records them (the issue asks for every API)
     assert extra and all(name.startswith(VIEW_OPS) for name in extra)
     theirs_construct = load(FIXTURE / "construct.json")
     assert all(name in theirs_construct for name in extra if name.endswith("forward"))
 
 
+def test_risk_level_core_keeps_compute_heavy_apis(tmp_path):
+    ours = load(one_step(tmp_path, level="L1", risk_level="CORE") / "dump.json")["data"]
+    apis = {name.rsplit(".", 2)[0] for name in ours}
+    assert {"Functional.linear", "Functional.layer_norm", "Torch.matmul"} <= apis
+    assert not apis & {"Functional.gelu", "Torch.softmax", "Tensor.reshape", "Tensor.__add__"}
+
+
 def test_mix_header_and_construct(tmp_path):
-    rank_dir = one_step(tmp_path, level="mix")
+    rank_dir = one_step(tmp_path, level="mix", risk_level="ALL")  # msprobe's construct.json names view ops too
     dump = load(rank_dir / "dump.json")
     assert {k: dump[k] for k in ("task", "level", "framework", "dump_data_dir")} == \
         {"task": "statistics", "level": "mix", "framework": "pytorch", "dump_data_dir": None}
@@ -73,7 +87,7 @@ def test_metadata_calls_are_not_entries(tmp_path):
 
     from probe_torch import PrecisionDebugger
 
-    debugger = PrecisionDebugger(dump_path=str(tmp_path), level="L1")
+    debugger = PrecisionDebugger(dump_path=str(tmp_path), level="L1", risk_level="ALL")
     debugger.start()
     x = torch.ones(2, 3, dtype=torch.float64)
     _ = (x.shape, x.size(0), x.dim(), x.numel(), x.dtype, x.is_contiguous(), len(x), repr(x))
@@ -86,3 +100,33 @@ def test_metadata_calls_are_not_entries(tmp_path):
     names = list(load(tmp_path / "step0" / "rank0" / "dump.json")["data"])
     assert names == ["Torch.ones.0.forward", "Tensor.reshape.0.forward", "Tensor.transpose.0.forward",
                      "Torch.cat.0.forward", "Tensor.__iadd__.0.forward"]
+
+
+def test_arguments_are_recorded_as_the_user_passed_them(tmp_path):
+    """Python-level APIs re-pass their arguments through ``handle_torch_function`` (keywords, defaults
+    filled in); entries show the user's call, as msprobe's do, and the stack starts at the user's line."""
+    import torch
+    import torch.nn.functional as F
+
+    from probe_torch import PrecisionDebugger
+
+    debugger = PrecisionDebugger(dump_path=str(tmp_path), level="L1")
+    debugger.start()
+    x, w, b = torch.randn(2, 4), torch.ones(4), torch.zeros(4)
+    F.layer_norm(x, (4,), w, b, 1e-5)
+    F.cross_entropy(x, torch.tensor([0, 3]))
+    F.softmax(x, dim=-1)
+    debugger.stop()
+    debugger.step()
+    debugger.close()
+    rank_dir = tmp_path / "step0" / "rank0"
+    data = load(rank_dir / "dump.json")["data"]
+    norm = data["Functional.layer_norm.0.forward"]
+    assert [arg.get("shape", arg.get("value")) for arg in norm["input_args"][:1] + norm["input_args"][2:]] == \
+        [[2, 4], [4], [4], 1e-05]
+    assert norm["input_kwargs"] == {}
+    assert data["Functional.cross_entropy.0.forward"]["input_kwargs"] == {}
+    assert data["Functional.softmax.0.forward"]["input_kwargs"] == {"dim": {"type": "int", "value": -1}}
+    stacks = {name: lines for names, lines in load(rank_dir / "stack.json").values() for name in names}
+    assert stacks["Functional.layer_norm.0.forward"][0].endswith("F.layer_norm(x, (4,), w, b, 1e-5)")
+    assert __file__ in stacks["Functional.cross_entropy.0.forward"][0]

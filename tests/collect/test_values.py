@@ -68,8 +68,23 @@ def test_statistics_equal_torch(tmp_path, dtype):
         assert all(isinstance(record[k], float) for k in ("Max", "Min", "Mean", "Norm"))
 
 
-def test_backward_and_parameter_gradients(tmp_path):
+def test_api_backward_in_msprobes_layout(tmp_path):
+    """Default ``api_backward: grad_fn``: an API's backward shows what its first output's gradient node
+    computes, as msprobe's does. A 3-D ``F.linear`` ends in a view of ``addmm``'s 2-D output, so its node
+    passes on the output gradient flattened to 2-D (msprobe's fixture: ``[[32, 192]]`` for its 4x8x192)."""
     data, live = _run(tmp_path, level="mix")
+    back = data["Functional.linear.0.backward"]
+    _expect(back["input"][0], live["grad_hidden"])
+    assert [g["shape"] for g in back["output"]] == [[8, 3]]
+    _expect(back["output"][0], live["grad_hidden"].reshape(8, 3))
+    tanh = data["Torch.tanh.0.backward"]
+    _expect(tanh["input"][0], torch.ones(2, 4, 3))
+    _expect(tanh["output"][0], live["grad_hidden"])
+
+
+def test_backward_and_parameter_gradients(tmp_path):
+    """``api_backward: inputs``: the gradient w.r.t. each input of the API, in argument order."""
+    data, live = _run(tmp_path, level="mix", api_backward="inputs")
     back = data["Functional.linear.0.backward"]
     _expect(back["input"][0], live["grad_hidden"])  # gradient w.r.t. the output
     grads = back["output"]  # w.r.t. each input, each shaped like it (x: 3-D, weight, bias)
@@ -121,9 +136,10 @@ def test_tensor_mode_files_load_and_equal(tmp_path):
     assert torch.equal(torch.load(x_file, weights_only=True), live["x"])
     out_file = rank_dir / "dump_tensor_data" / entry["output"][0]["data_name"]
     assert torch.equal(torch.load(out_file, weights_only=True), live["hidden"])
-    grad = dump["data"]["Functional.linear.0.backward"]["output"][1]
+    grad = dump["data"]["Functional.linear.0.backward"]["output"][0]  # msprobe's layout: addmm's node
+    assert grad["data_name"] == "Functional.linear.0.backward.output.0.pt"
     assert torch.equal(torch.load(rank_dir / "dump_tensor_data" / grad["data_name"], weights_only=True),
-                       live["weight"].grad)
+                       live["grad_hidden"].reshape(8, 3))
 
 
 def test_overflow_check_keeps_only_nan_inf_entries(tmp_path):
@@ -238,3 +254,44 @@ def test_statistics_are_fetched_in_batches_not_per_value(tmp_path, monkeypatch):
     data = load(one_step(tmp_path, level="mix") / "dump.json")["data"]
     assert len(data) > 100
     assert len(fetches) < len(data) / 5 and max(fetches) > 20  # one transfer per flush of many tensors
+
+
+def test_save_of_a_nested_structure_writes_its_gradients_nested_as_msprobe(tmp_path):
+    """``{name}_grad.{n}.debug`` keeps the saved structure: each tensor's gradient in its place, ``null`` for
+    non-tensors and for tensors no gradient reached; numbered in save order, whatever order backward runs in."""
+    from probe_torch import PrecisionDebugger
+
+    debugger = PrecisionDebugger(dump_path=str(tmp_path), task="tensor", level="debug")
+    debugger.start()
+    a = torch.ones(3, requires_grad=True)
+    x, unused = a * 2, a + 1
+    PrecisionDebugger.save({"x": x, "pair": [x * 3, 5], "unused": (unused,)}, "v")
+    PrecisionDebugger.save(x, "v")
+    PrecisionDebugger.save(7, "n")
+    x.sum().backward()
+    debugger.stop()
+    debugger.step()
+    debugger.close()
+    rank_dir = tmp_path / "step0" / "rank0"
+    debug = load(rank_dir / "debug.json")["data"]
+    nested = debug["v_grad.0.debug"]
+    assert nested["x"]["Max"] == 1.0 and nested["x"]["data_name"] == "v_grad.0.debug.x.pt"
+    assert nested["pair"] == [None, None] and nested["unused"] == [None]
+    assert debug["v_grad.1.debug"]["data_name"] == "v_grad.1.debug.pt"  # the second save of "v"
+    assert debug["n_grad.0.debug"] is None
+    assert torch.equal(torch.load(rank_dir / "dump_tensor_data" / "v_grad.0.debug.x.pt", weights_only=True),
+                       torch.ones(3))
+
+
+def test_parameter_gradient_files_are_named_as_msprobe(tmp_path):
+    data, _ = _run(tmp_path, task="tensor", level="L0")
+    grads = data["Module.fc.Linear.parameters_grad.0"]
+    assert grads["weight"][0]["data_name"] == "Module.fc.Linear.parameters_grad.0.weight.pt"
+    assert (tmp_path / "step0" / "rank0" / "dump_tensor_data" / grads["bias"][0]["data_name"]).is_file()
+
+
+def test_per_input_backward_layout_is_declared_in_the_header(tmp_path):
+    _run(tmp_path / "inputs", level="L1", api_backward="inputs")
+    _run(tmp_path / "grad_fn", level="L1")
+    assert load(tmp_path / "inputs" / "step0" / "rank0" / "dump.json")["api_backward"] == "inputs"
+    assert "api_backward" not in load(tmp_path / "grad_fn" / "step0" / "rank0" / "dump.json")  # msprobe's header

@@ -16,7 +16,7 @@ from probe_core.plugins import load_registry
 from probe_core.specs import ComparatorSpec
 from probe_core import hookimpl
 
-from .helpers import FIXTURES, read_csv, read_summary, run_probe
+from .helpers import FIXTURES, read_csv, read_summary, result_csv, result_file, run_probe
 from .dumps import tiny_model_entries, write_dump
 
 PT = FIXTURES / "msprobe_pytorch_stat_mix"
@@ -42,7 +42,7 @@ def test_perturbed_layer_is_the_first_divergence(tmp_path, mode):
     assert first["name"] == "Module.fc1.Linear.forward.0"
     assert first["reason"].startswith("output.0")
     assert "model.py, line 11" in first["stack"][0]
-    rows = read_csv(tmp_path / "out" / "compare_result_rank0_step0.csv")
+    rows = read_csv(result_csv(tmp_path / "out"))
     before = [r for r in rows if r["NPU Name"].startswith("Functional.linear.0.forward")]
     assert before and all(r["Result"] == "pass" for r in before)
     assert summary["counts"]["unmatched"] == 0
@@ -58,7 +58,7 @@ def test_perturbed_layer_is_the_first_divergence(tmp_path, mode):
 def test_statistics_metrics_equal_numpy(tmp_path):
     target, bench = pair(tmp_path, "statistics")
     compare(target, bench, tmp_path / "out")
-    rows = {r["NPU Name"]: r for r in read_csv(tmp_path / "out" / "compare_result_rank0_step0.csv")}
+    rows = {r["NPU Name"]: r for r in read_csv(result_csv(tmp_path / "out"))}
     h = tiny_model_entries(1.0)[1][3][0]
     a = (h * np.float32(1.01)).astype(np.float32)
     row = rows["Module.fc1.Linear.forward.0.output.0"]
@@ -71,7 +71,7 @@ def test_statistics_metrics_equal_numpy(tmp_path):
 def test_tensor_metrics_equal_numpy(tmp_path):
     target, bench = pair(tmp_path, "tensor")
     compare(target, bench, tmp_path / "out")
-    rows = {r["NPU Name"]: r for r in read_csv(tmp_path / "out" / "compare_result_rank0_step0.csv")}
+    rows = {r["NPU Name"]: r for r in read_csv(result_csv(tmp_path / "out"))}
     folder_t, folder_b = target / "step0" / "rank0" / "dump_tensor_data", bench / "step0" / "rank0" / "dump_tensor_data"
     name = "Module.fc2.Linear.forward.0.output.0"
     a = np.load(folder_t / f"{name}.npy").astype(np.float64).ravel()
@@ -89,15 +89,15 @@ def test_tensor_metrics_equal_numpy(tmp_path):
 
 def test_xlsx_has_frozen_header_and_highlighted_rows(tmp_path):
     target, bench = pair(tmp_path, "md5")
-    compare(target, bench, tmp_path / "out")
-    sheet = openpyxl.load_workbook(tmp_path / "out" / "compare_result_rank0_step0.xlsx").active
+    compare(target, bench, tmp_path / "out", xlsx=True)
+    sheet = openpyxl.load_workbook(result_file(tmp_path / "out", suffix=".xlsx")).active
     assert sheet.freeze_panes == "A2"
     header = [c.value for c in sheet[1]]
     assert header[:4] == ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype"]
     result_col = header.index("Result")
     fills = {row[result_col].value: row[0].fill.fgColor.rgb for row in sheet.iter_rows(min_row=2)}
     assert fills["error"].endswith("FFC7CE") and fills["pass"] in (None, "00000000")
-    assert len(list(sheet.iter_rows(min_row=2))) == len(read_csv(tmp_path / "out" / "compare_result_rank0_step0.csv"))
+    assert len(list(sheet.iter_rows(min_row=2))) == len(read_csv(result_csv(tmp_path / "out")))
 
 
 def test_identical_dumps_pass_and_workers_give_the_same_csv(tmp_path):
@@ -112,8 +112,8 @@ def test_identical_dumps_pass_and_workers_give_the_same_csv(tmp_path):
         compare(target, bench, tmp_path / "two", workers=2)
     finally:
         engine.CHUNK_ENTRIES = old
-    assert (tmp_path / "one" / "compare_result_rank0_step0.csv").read_text() == \
-        (tmp_path / "two" / "compare_result_rank0_step0.csv").read_text()
+    assert (result_csv(tmp_path / "one")).read_text() == \
+        (result_csv(tmp_path / "two")).read_text()
 
 
 def test_unmatched_entries_get_rows_and_are_listed(tmp_path):
@@ -122,7 +122,7 @@ def test_unmatched_entries_get_rows_and_are_listed(tmp_path):
     bench = write_dump(tmp_path / "b", entries[:-1])
     summary = compare(target, bench, tmp_path / "out")
     assert summary["ranks"][0]["unmatched"] == {"target": ["Tensor.sum.0.forward"], "bench": []}
-    rows = read_csv(tmp_path / "out" / "compare_result_rank0_step0.csv")
+    rows = read_csv(result_csv(tmp_path / "out"))
     unmatched = [r for r in rows if r["Result"] == "unmatched"]
     assert [r["NPU Name"] for r in unmatched] == ["Tensor.sum.0.forward.input.0", "Tensor.sum.0.forward.output.0"]
     assert all(r["Bench Name"] == "N/A" for r in unmatched)
@@ -147,7 +147,7 @@ def test_third_party_comparator_adds_a_column(tmp_path):
     target, bench = pair(tmp_path, "statistics")
     registry = load_registry(extra=[("absmean-plugin", ExtraMetricPlugin())])
     run_compare(CompareOptions(target, bench, tmp_path / "out", progress=False), registry)
-    rows = read_csv(tmp_path / "out" / "compare_result_rank0_step0.csv")
+    rows = read_csv(result_csv(tmp_path / "out"))
     assert list(rows[0])[-1] == "AbsMeanDiff"
     assert list(rows[0])[:2] == ["NPU Name", "Bench Name"]
     row = next(r for r in rows if r["NPU Name"] == "Module.fc1.Linear.forward.0.output.0")
@@ -161,7 +161,7 @@ def test_msprobe_dump_against_itself_via_cli_with_msprobe_spellings(tmp_path):
     summary = read_summary(tmp_path / "out")
     data = json.loads((PT / "step0" / "proc11440" / "dump.json").read_text())["data"]
     assert summary["counts"] == {"pass": len(data), "warning": 0, "error": 0, "unmatched": 0}
-    rows = read_csv(tmp_path / "out" / "compare_result_rank0_step0.csv")
+    rows = read_csv(result_csv(tmp_path / "out"))
     assert rows[0]["NPU Name"] == "Functional.layer_norm.0.forward.input.0"
     assert "normalization.py" in rows[0]["NPU_Stack_Info"]
 
@@ -169,7 +169,7 @@ def test_msprobe_dump_against_itself_via_cli_with_msprobe_spellings(tmp_path):
 def test_cross_framework_without_mapping_is_refused(tmp_path):
     proc = run_probe("compare", MS, PT, "-o", tmp_path / "out")
     assert proc.returncode == 2
-    assert "the target dump is mindspore" in proc.stderr and "needs --mapping" in proc.stderr
+    assert "the target dump is mindspore" in proc.stderr and "needs a mapping: -lm" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
@@ -184,7 +184,7 @@ def test_cross_framework_with_builtin_table_matches_mint_and_torch(tmp_path):
     empty.write_text("")
     summary = compare(ms, pt, tmp_path / "out", mapping=empty)
     assert summary["counts"] == {"pass": 2, "warning": 0, "error": 0, "unmatched": 0}
-    rows = read_csv(tmp_path / "out" / "compare_result_rank0_step0.csv")
+    rows = read_csv(result_csv(tmp_path / "out"))
     assert (rows[0]["NPU Name"], rows[0]["Bench Name"]) == ("Mint.matmul.0.forward.input.0",
                                                             "Torch.matmul.0.forward.input.0")
 
@@ -227,7 +227,7 @@ def test_missing_tensor_file_message_and_lenient(tmp_path):
     with pytest.raises(DumpError, match=r"tensor file missing: .*Functional.relu.0.forward.output.0.npy"):
         compare(target, bench, tmp_path / "out")
     summary = compare(target, bench, tmp_path / "out2", lenient=True)
-    rows = read_csv(tmp_path / "out2" / "compare_result_rank0_step0.csv")
+    rows = read_csv(result_csv(tmp_path / "out2"))
     row = next(r for r in rows if r["NPU Name"] == "Functional.relu.0.forward.output.0")
     assert row["Result"] == "error" and "tensor file missing" in row["Err_message"]
     assert summary["counts"]["error"] >= 1
@@ -248,8 +248,9 @@ def test_multi_rank_roots_pair_by_rank(tmp_path):
     assert [r["label"] for r in summary["ranks"]] == ["rank0_step0", "rank1_step0"]
     assert summary["ranks"][0]["first_divergence"] is None
     assert summary["first_divergence"]["rank"] == "rank1_step0"
-    assert sorted(p.name for p in (tmp_path / "out").glob("*.csv")) == [
-        "compare_result_rank0_step0.csv", "compare_result_rank1_step0.csv"]
+    names = sorted(p.name for p in (tmp_path / "out").glob("*.csv"))
+    assert [n[:len("compare_result_rank0_")] for n in names] == ["compare_result_rank0_", "compare_result_rank1_"]
+    assert [result_csv(tmp_path / "out", rank).name for rank in (0, 1)] == names
     only = compare(tmp_path / "t", tmp_path / "b", tmp_path / "out1", ranks=[1])
     assert [r["label"] for r in only["ranks"]] == ["rank1_step0"]
     shutil.rmtree(tmp_path / "out1")
@@ -260,7 +261,7 @@ def test_msprobe_mindspore_dump_against_itself(tmp_path):
     data = json.loads((MS / "step0" / "dump.json").read_text())["data"]
     assert summary["counts"] == {"pass": len(data), "warning": 0, "error": 0, "unmatched": 0}
     assert summary["first_divergence"] is None
-    rows = read_csv(tmp_path / "out" / "compare_result_rank0_step0.csv")
+    rows = read_csv(result_csv(tmp_path / "out"))
     assert any(r["NPU Name"].startswith("Cell.blocks.0.ln1.LayerNorm.forward.0.") for r in rows)
     assert all(r["Requires_grad Consistent"] == "N/A" for r in rows)  # MindSpore dumps carry no requires_grad
 
@@ -274,5 +275,4 @@ def test_workers_across_ranks_give_the_same_results(tmp_path):
     assert [r["counts"] for r in one["ranks"]] == [r["counts"] for r in three["ranks"]]
     assert three["first_divergence"]["rank"] == "rank2_step0"
     for rank in (0, 1, 2):
-        name = f"compare_result_rank{rank}_step0.csv"
-        assert (tmp_path / "one" / name).read_text() == (tmp_path / "three" / name).read_text()
+        assert result_csv(tmp_path / "one", rank).read_text() == result_csv(tmp_path / "three", rank).read_text()

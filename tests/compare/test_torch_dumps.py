@@ -18,7 +18,7 @@ import pytest
 from probe_core.compare.engine import CompareOptions, run_compare
 from probe_core.plugins import load_registry
 
-from .helpers import read_csv
+from .helpers import read_csv, result_csv
 
 
 SCRIPT = textwrap.dedent("""
@@ -75,7 +75,7 @@ def test_module_scaled_inside_is_the_first_divergence(tmp_path, mode):
     first = summary["first_divergence"]
     assert first["name"] == "Module.fc1.Linear.forward.0", first
     assert first["reason"].startswith("output.0")
-    rows = read_csv(tmp_path / "out" / "compare_result_rank0_step0.csv")
+    rows = read_csv(result_csv(tmp_path / "out"))
     earlier = [r for r in rows if r["NPU Name"].startswith("Functional.linear.0.forward.")]
     assert earlier and all(r["Result"] == "pass" for r in earlier)
     if mode == "tensor":
@@ -112,7 +112,7 @@ def test_msprobe_dump_against_probe_dump_of_the_same_model(tmp_path):
     probe_dump = dump(tmp_path, "statistics", 1.0, "none", "probe")
     summary = compare(MSPROBE_MLP, probe_dump, tmp_path / "out")
     assert summary["counts"]["unmatched"] == 0
-    rows = read_csv(tmp_path / "out" / "compare_result_rank0_step0.csv")
+    rows = read_csv(result_csv(tmp_path / "out"))
     forward = [r for r in rows if ".forward." in r["NPU Name"] and not r["NPU Name"].startswith("Tensor.sum")]
     assert len(forward) > 10
     assert all(r["Result"] == "pass" for r in forward), [r["NPU Name"] for r in forward if r["Result"] != "pass"]

@@ -54,7 +54,11 @@ def test_pack_layout(packs):
         manifest = json.loads(archive.read("manifest.json"))
     for checker in ("env", "pip", "hyperparameters", "weights", "dataset", "random"):
         assert f"rank0/{checker}.json" in names
-    assert manifest["format"] == "probe-config-check" and manifest["ranks"] == [0]
+    assert manifest["format"] == "probe-config-check" and manifest["ranks"] == [0] and manifest["version"] == 2
+    # the same data in msprobe's layout, one weights/dataset file per forward call (3 ran)
+    assert {"env", "pip", "hyperparameters/hyperparameters_static.json", "random/rank0.json"} <= names
+    for step in range(3):
+        assert {f"weights/step{step}/rank0/weight.json", f"dataset/step{step}/rank0/dataset.json"} <= names
     assert manifest["checkers"]["weights"]["distribution"] == "probe-config-check"
 
 
@@ -88,7 +92,9 @@ def test_hyperparameters_spelled_differently_but_equal_pass(compared):
 
 
 def test_weights_flag_only_the_changed_parameter(compared):
-    assert _items(compared["summary"], "weights") == ["2.weight"]
+    """Weights are recorded per forward call (3 ran); the changed element feeds a hidden unit the ReLU
+    keeps at zero, so training carries the difference in that one parameter only."""
+    assert _items(compared["summary"], "weights") == [f"step {s} / 2.weight" for s in range(3)]
 
 
 def test_dataset_flags_only_the_changed_batch(compared):

@@ -26,7 +26,7 @@ def _pack(tmp_path, env: dict[str, str] | None = None, files: dict[str, str] | N
     with zipfile.ZipFile(tmp_path / "pack.zip") as archive:
         for name in archive.namelist():
             assert SECRET.encode() not in archive.read(name), name
-        members = {name: json.loads(archive.read(name)) for name in archive.namelist()}
+        members = {name: json.loads(archive.read(name)) for name in archive.namelist() if name != "pip"}  # text
     assert SECRET.encode() not in raw
     return members
 

@@ -101,7 +101,7 @@ def test_not_a_zip_is_a_clear_error(tmp_path, good_pack):
 def test_zip_without_manifest_is_refused(tmp_path):
     with zipfile.ZipFile(tmp_path / "plain.zip", "w") as archive:
         archive.writestr("rank0/env.json", "{}")
-    with pytest.raises(CheckError, match="no probe config_check manifest"):
+    with pytest.raises(CheckError, match="no probe config_check manifest .* and no msprobe config_check members"):
         read_pack(tmp_path / "plain.zip")
 
 
@@ -110,4 +110,4 @@ def test_good_pack_round_trips(good_pack, tmp_path):
     assert manifest["ranks"] == [0] and data == {0: {"env": {"variables": {"OMP_NUM_THREADS": "1"}}}}
     files = safe_extract(good_pack, tmp_path / "x")
     assert sorted(p.relative_to((tmp_path / "x").resolve()).as_posix() for p in files) == [
-        "manifest.json", "rank0/env.json"]
+        "env", "manifest.json", "rank0/env.json"]  # env: the same data in msprobe's layout

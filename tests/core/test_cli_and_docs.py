@@ -56,11 +56,20 @@ def test_prescan_finds_config_anywhere_but_in_a_training_scripts_arguments():
 
 
 def test_every_command_takes_a_config(plugin_site, run_probe):
-    commands = re.findall(r"^    (\w+)\s", run_probe("--help", site=plugin_site).stdout, flags=re.M)
-    assert {"plugins", "compare", "graph", "run", "check", "hello"} <= set(commands)
+    commands = re.findall(r"^    ([\w-]+)\s", run_probe("--help", site=plugin_site).stdout, flags=re.M)
+    assert {"plugins", "compare", "graph", "run", "check", "hello", "merge-result"} <= set(commands)
     for command in [[c] for c in commands if c != "check"] + [["check", "collect"], ["check", "compare"]]:
         done = run_probe(*command, "--help", site=plugin_site)
-        assert done.returncode == 0 and "-c CONFIG, --config CONFIG" in done.stdout, command
+        # compare's --config is msprobe's tensor post-process YAML: probe's config.json is -c there
+        expected = "-c CONFIG" if command == ["compare"] else "-c CONFIG, --config CONFIG"
+        assert done.returncode == 0 and expected in done.stdout, command
+
+
+def test_compare_config_is_msprobes_and_c_is_probes():
+    assert _prescan(["compare", "a", "b", "--config", "post.yaml", "-c", "probe.json"]) == ("probe.json", False, False)
+    assert _prescan(["compare", "a", "b", "--config=post.yaml"]) == (None, False, False)
+    assert _prescan(["merge-result", "-i", "d", "-config", "m.yaml", "--config-path", "m.yaml"]) == (None, False, False)
+    assert _prescan(["graph", "a", "--config", "probe.json"]) == ("probe.json", False, False)
 
 
 ABSMEAN = """
@@ -85,7 +94,9 @@ def test_compare_honours_the_config_plugins_section(run_probe, tmp_path):
     config.write_text(json.dumps({"plugins": {"disable": ["absmean"]}}))
 
     def header(out: Path) -> list[str]:
-        with (out / "compare_result_rank0_step0.csv").open(newline="") as f:
+        from tests.compare.helpers import result_csv
+
+        with result_csv(out).open(newline="") as f:
             return next(csv.reader(f))
 
     args = ("compare", str(DUMP), str(DUMP / "step0" / "proc11440"), "--no-xlsx", "--quiet")

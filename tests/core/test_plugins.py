@@ -57,8 +57,9 @@ def test_probe_plugins_lists_builtins_and_third_party(plugin_site, plugins_json)
     assert {name for mode in ("statistics", "md5", "tensor") for name in rows[mode]["provides"]["comparators"]} \
         == {"statistics", "md5", "tensor"}
     assert rows["parallel_merge"]["provides"] == {"graph_mergers": ["tp", "vpp", "pp"]}
-    for command in ("run", "compare", "graph"):
+    for command in ("run", "graph"):
         assert rows[command]["builtin"] and rows[command]["provides"] == {"commands": [command]}
+    assert rows["compare"]["builtin"] and rows["compare"]["provides"] == {"commands": ["compare", "merge-result"]}
     assert rows["config_check"]["provides"]["commands"] == ["check"] and not rows["config_check"]["builtin"]
     example = rows["git_commit"]
     assert example["distribution"] == "probe-example-checker"

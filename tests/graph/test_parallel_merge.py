@@ -89,6 +89,22 @@ def test_cli_compares_merged_layouts(dumps: Path, tmp_path: Path) -> None:
     assert "errors" in done.stdout
 
 
+@pytest.mark.slow
+def test_file_type_json_writes_the_merged_graph_as_a_dump(dumps: Path, tmp_path: Path) -> None:
+    """msprobe's --file_type json: the merged tp=2 graph comes back as a dump that compares with the 1-rank run."""
+    out = tmp_path / "merged"
+    run_probe("-tp", dumps / "tp2", "-o", out, "--rank_size", "2", "--tp", "2", "--file_type", "json")
+    folder = out / "step0" / "rank0"
+    assert sorted(p.name for p in folder.iterdir()) == ["construct.json", "dump.json", "stack.json"]
+    assert not list(out.glob("*.vis.db"))
+    merged, single = load_graph(discover(folder)[0]), load_graph(discover(dumps / "single")[0])
+    assert set(single.nodes) <= set(merged.nodes)
+    _assert_same_numbers(merged, single)  # the merged (whole) weights and outputs, not rank 0's shards
+    done = run_probe("-tp", dumps / "tp2", "-gp", dumps / "single", "-o", tmp_path / "bad", "--file_type", "json",
+                     check=False)
+    assert done.returncode == 2 and "--file_type json" in done.stderr
+
+
 def test_rank_count_must_fit_the_layout() -> None:
     with pytest.raises(GraphError, match="multiple of tp"):
         Layout(6, tp=4, pp=1)

@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 
 from tests.monitor.helpers import PROBE, ROOT, SCRIPTS, read_csv, run
+from tests.ports import free_port
 
 
 @pytest.mark.slow
 def test_two_ranks_reduced_equal_unreduced_local(tmp_path):
     torchrun = Path(sys.executable).parent / "torchrun"
-    run(torchrun, "--nproc_per_node=2", "--master_port=29531", PROBE, "run", "--task", "monitor", "--dump-path", "out",
+    run(torchrun, "--nproc_per_node=2", f"--master_port={free_port()}", PROBE, "run", "--task", "monitor", "--dump-path", "out",
         SCRIPTS / "ddp_train.py", cwd=tmp_path, PYTHONPATH=str(ROOT))
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["rank0", "rank1"]
     for step in range(3):

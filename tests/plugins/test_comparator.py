@@ -21,7 +21,7 @@ LINEAR = "Functional.linear.3.forward"
 @pytest.fixture(scope="module")
 def compared(stat_dumps, plugin_site, tmp_path_factory):
     out = tmp_path_factory.mktemp("absmean") / "out"
-    done = run_probe("compare", stat_dumps / "B", stat_dumps / "A", "-o", out, pythonpath=[plugin_site])
+    done = run_probe("compare", stat_dumps / "B", stat_dumps / "A", "-o", out, "--xlsx", pythonpath=[plugin_site])
     assert done.returncode == 0, done.stderr
     return out
 
@@ -71,8 +71,8 @@ def test_column_verdict_and_tip_in_graph(stat_dumps, plugin_site, disabled_confi
 
 
 def test_disabling_the_comparator_removes_its_column(stat_dumps, plugin_site, disabled_config, tmp_path):
-    done = run_probe("compare", stat_dumps / "B", stat_dumps / "A", "-o", tmp_path / "out", "-c", disabled_config,
-                     pythonpath=[plugin_site])
+    done = run_probe("compare", stat_dumps / "B", stat_dumps / "A", "-o", tmp_path / "out", "--xlsx", "-c",
+                     disabled_config, pythonpath=[plugin_site])
     assert done.returncode == 0, done.stderr
     rows = {row["NPU Name"]: row for row in csv_rows(tmp_path / "out")}
     row = rows[f"{LINEAR}.output.0"]

@@ -8,6 +8,7 @@ compare, a graph and a check — no entry point, no subprocess.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import subprocess
 import sys
 from typing import Any
@@ -131,7 +132,7 @@ def test_collect_compare_graph(registry, probe_kit):
     assert summary["mode"] == KEY
     first = summary["first_divergence"]
     assert first["name"] == "Tensor.__mul__.0.forward" and first["reason"].startswith("output.0: byte sum")
-    csv_text = (probe_kit.path("compare_out") / "compare_result_rank0_step0.csv").read_text()
+    csv_text = Path(summary["ranks"][0]["csv"]).read_text()
     assert "NPU bytesum" in csv_text and "byte sum differs" in csv_text
 
     db = probe_kit.graph(b / "step0", a / "step0", registry=registry)

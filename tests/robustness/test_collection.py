@@ -7,6 +7,7 @@ import os
 import resource
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -173,6 +174,40 @@ def test_a_second_live_writer_is_refused(tmp_path):
         out, err = first.communicate(timeout=120)
     assert first.returncode == 0, err
     assert sorted(p.name for p in dump.iterdir()) == ["step0", "step1", "step2"]  # its run is whole, alone
+
+
+_RANK_WRITER = """
+import sys
+from pathlib import Path
+from probe_core.collect.runlock import RunLock
+from probe_core.errors import CollectionError
+root, rank = Path(sys.argv[1]), sys.argv[2]
+lock = RunLock(root)
+try:
+    lock.acquire()
+except CollectionError as exc:
+    print(exc)
+    sys.exit(3)
+(root / "step0" / f"rank{rank}").mkdir(parents=True)
+(root / "step0" / f"rank{rank}" / "dump.json").write_text("{}")
+lock.release()
+"""
+
+
+def test_a_rank_that_starts_writing_after_its_sibling_finished_joins_the_run(tmp_path):
+    """Ranks of one job neither start nor end together: rank 1's first write may come after rank 0 closed."""
+    def rank(number: int, port: str) -> subprocess.CompletedProcess:
+        job = dict(env(), MASTER_ADDR="127.0.0.1", MASTER_PORT=port, WORLD_SIZE="2")
+        return subprocess.run([sys.executable, "-c", _RANK_WRITER, str(tmp_path / "dump"), str(number)],
+                              capture_output=True, text=True, env=job, timeout=120)
+
+    assert rank(0, "29999").returncode == 0
+    late = rank(1, "29999")  # same launcher (this process) and rendezvous: the same job
+    assert late.returncode == 0, late.stdout + late.stderr
+    assert sorted(p.name for p in (tmp_path / "dump" / "step0").iterdir()) == ["rank0", "rank1"]
+    assert (tmp_path / "dump" / ".probe_run.json").exists()  # a distributed run keeps its job marker
+    other_job = rank(2, "30001")
+    assert other_job.returncode == 3 and "already holds a run" in other_job.stdout
 
 
 def test_no_write_follows_a_symlink_inside_the_dump_path(tmp_path):

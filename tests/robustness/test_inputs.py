@@ -8,7 +8,7 @@ import zipfile
 
 import pytest
 
-from tests.compare.helpers import read_csv, read_summary
+from tests.compare.helpers import read_csv, read_summary, result_csv
 from tests.robustness.helpers import (MANIFEST, assert_clean_error, dump_pair, good_safetensors, nested, run_probe,
                                       safetensors_bytes, zip_members)
 
@@ -31,7 +31,7 @@ def test_dump_with_non_utf8_bytes_is_one_line_and_lenient_reads_before_it(tmp_pa
     lenient = run_probe("compare", target, bench, "-o", tmp_path / "out2", "--lenient")
     assert lenient.returncode == 0, lenient.stderr
     assert "warning:" in lenient.stderr and "invalid UTF-8" in lenient.stderr
-    names = {row["NPU Name"] for row in read_csv(tmp_path / "out2" / "compare_result_rank0_step0.csv")}
+    names = {row["NPU Name"] for row in read_csv(result_csv(tmp_path / "out2"))}
     assert "Functional.linear.0.forward.input.0" in names  # the entries before the bad byte were read
 
 
@@ -115,7 +115,7 @@ def test_a_statistic_that_is_a_string_is_an_error_never_a_pass(tmp_path):
                        '"Max" is \'abc\', not a number', "--lenient")
     lenient = run_probe("compare", target, bench, "-o", tmp_path / "out2", "--lenient")
     assert lenient.returncode == 0, lenient.stderr
-    rows = read_csv(tmp_path / "out2" / "compare_result_rank0_step0.csv")
+    rows = read_csv(result_csv(tmp_path / "out2"))
     bad = [row for row in rows if "not a number" in row["Err_message"]]
     assert bad and all(row["Result"] == "error" for row in bad)
     assert read_summary(tmp_path / "out2")["counts"]["error"] >= 1
@@ -131,7 +131,7 @@ def test_a_dtype_that_is_not_a_name_is_an_error(tmp_path, dtype):
                        '"dtype" is', "not a type name")
     lenient = run_probe("compare", target, bench, "-o", tmp_path / "out2", "--lenient")
     assert lenient.returncode == 0, lenient.stderr
-    rows = read_csv(tmp_path / "out2" / "compare_result_rank0_step0.csv")
+    rows = read_csv(result_csv(tmp_path / "out2"))
     assert any("not a type name" in row["Err_message"] and row["Result"] == "error" for row in rows)
 
 
@@ -146,7 +146,7 @@ def test_a_tensor_file_whose_shape_contradicts_dump_json_is_an_error(tmp_path):
                        "shape", "Functional.relu.0.forward.output.0")
     lenient = run_probe("compare", target, bench, "-o", tmp_path / "out2", "--lenient")
     assert lenient.returncode == 0, lenient.stderr
-    rows = {row["NPU Name"]: row for row in read_csv(tmp_path / "out2" / "compare_result_rank0_step0.csv")}
+    rows = {row["NPU Name"]: row for row in read_csv(result_csv(tmp_path / "out2"))}
     assert rows["Functional.relu.0.forward.output.0"]["Result"] == "error"
 
 

@@ -15,14 +15,17 @@ from probe_core.config import (
     DATA_MODES,
     LEGACY_TASKS,
     LEVELS,
+    NPU_TASKS,
     RUNNABLE_TASKS,
     SUMMARY_MODE_DEFAULT,
     TOP,
     check_dump_path,
     check_ids,
+    check_load,
     check_names,
     check_overflow_nums,
     check_scope,
+    check_slice,
     check_summary_mode,
     load_config,
 )
@@ -30,11 +33,29 @@ from probe_core.specs import SPEC_FAMILIES, CommandSpec, ConfigKey, ConfigSectio
 
 
 def _filters() -> tuple[ConfigKey, ...]:
+    """The keys every dump task's section takes (msprobe's BaseConfig)."""
     return (
         ConfigKey("scope", list, [], check=check_scope, doc="first and last API/module of a range to dump"),
         ConfigKey("list", list, [], check=check_names, doc="dump only APIs/modules whose names contain one of these"),
         ConfigKey("data_mode", list, ["all"], choices=DATA_MODES, doc="which sides of each call to dump"),
+        ConfigKey("slice", list, [], check=check_slice,
+                  doc='cut each tensor before its statistics and file: [{"dim": 0, "begin": 0, "end": 4}]'),
+        ConfigKey("request_id", (str, type(None)), None,
+                  doc="inference: with start(scheduled_tokens=...), dump only this request's tokens (dim 0)"),
+        ConfigKey("summary_mode", (str, list), SUMMARY_MODE_DEFAULT, check=check_summary_mode,
+                  doc="statistics, md5 (or another data mode), or a list of statistics to write"),
     )
+
+
+def _stat_keys() -> tuple[ConfigKey, ...]:
+    return (
+        ConfigKey("tensor_list", list, [], check=check_names,
+                  doc="also save whole tensors of the entries whose names contain one of these"),
+    )
+
+
+#: msprobe's API risk levels: CORE (compute-heavy APIs only) ⊂ FOCUS (leaves out view/shape/creation ops) ⊂ ALL
+RISK_LEVELS = ("CORE", "FOCUS", "ALL")
 
 
 @hookimpl
@@ -43,11 +64,10 @@ def probe_config_sections() -> list[ConfigSectionSpec]:
         "run_ut": "online API pre-check (msprobe 8.x)",
         "grad_probe": "gradient monitoring (msprobe 8.x)",
         "free_benchmark": "perturbation benchmark (msprobe 8.x)",
-        "acc_check": "offline API pre-check",
     }
     return [
         ConfigSectionSpec(TOP, (
-            ConfigKey("task", str, "statistics", choices=RUNNABLE_TASKS + LEGACY_TASKS),
+            ConfigKey("task", str, "statistics", choices=RUNNABLE_TASKS + tuple(NPU_TASKS) + LEGACY_TASKS),
             ConfigKey("dump_path", str, "./probe_dump", check=check_dump_path),
             ConfigKey("overwrite", bool, False, doc="replace a run already in dump_path (else it is refused)"),
             ConfigKey("rank", list, [], check=check_ids, doc="ranks to dump; [] for all"),
@@ -61,10 +81,20 @@ def probe_config_sections() -> list[ConfigSectionSpec]:
             ConfigKey("seed", int, 1234),
             ConfigKey("framework", str, None, choices=("pytorch", "mindspore")),
             ConfigKey("acl_config", str, ""),
+            ConfigKey("dump_enable", (bool, type(None)), None,
+                      doc="hot switch: dumping on/off, re-read from the file at each step boundary"),
+            ConfigKey("custom_op_namespaces", list, [], check=check_names,
+                      doc="torch.ops namespaces whose custom operators are recorded as APIs"),
+            ConfigKey("load", dict, None, check=check_load,
+                      doc="replace module inputs by the tensors of an earlier tensor dump"),
+            ConfigKey("risk_level", str, "FOCUS", choices=RISK_LEVELS,
+                      doc="which APIs to record: FOCUS (msprobe's default) leaves out view/shape ops; "
+                          "ALL records every API"),
+            ConfigKey("api_backward", str, "grad_fn", choices=("grad_fn", "inputs"),
+                      doc="an API's backward entry: grad_fn (msprobe's layout: the gradients its first output's "
+                          "grad_fn computes) or inputs (probe's: the gradient w.r.t. each input, in argument order)"),
         ), description="common keys"),
-        ConfigSectionSpec("statistics", _filters() + (
-            ConfigKey("summary_mode", (str, list), SUMMARY_MODE_DEFAULT, check=check_summary_mode),
-            ConfigKey("tensor_list", list, [], check=check_names),
+        ConfigSectionSpec("statistics", _filters() + _stat_keys() + (
             ConfigKey("device", str, "device", choices=("device", "host")),
             ConfigKey("precision", str, "high", choices=("high", "low")),
         ), description="task statistics"),
@@ -76,12 +106,25 @@ def probe_config_sections() -> list[ConfigSectionSpec]:
             ConfigKey("host", str, ""),
             ConfigKey("port", int, -1),
             ConfigKey("tls_path", str, ""),
+            ConfigKey("bench_path", str, ""),
         ), description="task tensor"),
         ConfigSectionSpec("overflow_check", (
             ConfigKey("overflow_nums", int, 1, check=check_overflow_nums),
             ConfigKey("check_mode", str, "all", choices=("all", "aicore", "atomic")),
         ), description="task overflow_check"),
-        ConfigSectionSpec("structure", (), description="task structure"),
+        ConfigSectionSpec("structure", _filters(), description="task structure"),
+        ConfigSectionSpec("nan_check", _filters() + _stat_keys(),
+                          description="task nan_check (Ascend NPU; probe collects overflow_check)"),
+        ConfigSectionSpec("acc_check", (
+            ConfigKey("white_list", list, [], check=check_names),
+            ConfigKey("black_list", list, [], check=check_names),
+            ConfigKey("error_data_path", str, "./"),
+        ), description="task acc_check (msprobe's online pre-check; probe: probe acc-check on a dump)"),
+        ConfigSectionSpec("exception_dump", _filters(),
+                          description="task exception_dump (MindSpore on an Ascend NPU; nothing is dumped here)"),
+        ConfigSectionSpec("diff_check", _filters() + (
+            ConfigKey("diff_nums", int, 1, check=check_overflow_nums),
+        ), description="task diff_check (Ascend NPU; probe collects statistics)"),
     ] + [ConfigSectionSpec(name, (), description=text, runs=False) for name, text in legacy.items()]
 
 

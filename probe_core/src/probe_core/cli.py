@@ -21,6 +21,9 @@ from probe_core.errors import ProbeError
 from probe_core.plugins import ProbeWarning
 
 CONFIG_FLAGS = ("-c", "--config", "--config-path")
+#: Commands where msprobe gives one of those spellings another meaning (probe's config.json stays ``-c``):
+#: ``compare --config`` is the tensor post-process YAML, ``merge-result --config-path`` the merge YAML.
+OWN_CONFIG_FLAGS = {"compare": ("--config",), "merge-result": ("--config-path", "-config")}
 CONFIG_HELP = ('config.json whose "plugins" section enables/disables plugins; '
                "other keys are validated when the command reads them")
 #: Options of ``probe run`` that take no value (every other one does).
@@ -41,6 +44,10 @@ def _prescan(argv: Sequence[str]) -> tuple[str | None, bool, bool]:
         token = argv[i]
         if token == "--" or (command == "run" and token.endswith(".py")):
             break
+        own = OWN_CONFIG_FLAGS.get(command or "", ())
+        if token in own or token.startswith(tuple(f"{flag}=" for flag in own)):
+            i += 1 if "=" in token else 2  # the command's own option and its value
+            continue
         if token == "--debug":
             debug = True
         elif token == "--trace-plugins":
@@ -127,8 +134,12 @@ def _add_config_option(parser: argparse.ArgumentParser) -> None:
     if actions:
         for child in {id(p): p for a in actions for p in a.choices.values()}.values():
             _add_config_option(child)
-    elif not {"-c", "--config"} & set(parser._option_string_actions):
-        parser.add_argument("-c", "--config", metavar="CONFIG", help=CONFIG_HELP)
+    else:
+        free = [flag for flag in ("-c", "--config") if flag not in parser._option_string_actions]
+        if free == ["-c", "--config"]:
+            parser.add_argument("-c", "--config", metavar="CONFIG", help=CONFIG_HELP)
+        elif free == ["-c"]:  # a command that took --config for itself (compare) keeps -c for probe's config.json
+            parser.add_argument("-c", dest="probe_config", metavar="CONFIG", help=CONFIG_HELP)
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:

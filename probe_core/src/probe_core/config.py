@@ -31,10 +31,20 @@ TOP = ""  # the section name of top-level keys
 
 #: Tasks probe can collect; other known tasks load with a warning.
 RUNNABLE_TASKS = ("statistics", "tensor", "overflow_check", "structure")
+#: msprobe 26.2 tasks that need an Ascend NPU: probe collects the nearest task it runs instead (with a warning).
+NPU_TASKS = {"nan_check": "overflow_check", "diff_check": "statistics"}
 LEGACY_TASKS = ("free_benchmark", "run_ut", "grad_probe", "acc_check", "exception_dump")
-LEVELS = ("L0", "L1", "mix", "debug")
+LEVELS = ("L0", "L1", "mix", "debug", "L2")
 SUMMARY_MODE_DEFAULT = "statistics"
+DEFAULT_TASK = "statistics"
 DATA_MODES = ("all", "forward", "backward", "input", "output")
+#: The statistics a ``summary_mode`` list may name (msprobe 26.2's MindSpore options) and the dump.json key
+#: each one keeps; ``None``: accepted, not computed by probe (one warning says so). Any other name in the list
+#: is a data mode's summary_mode (msprobe's checksum), which then selects that mode.
+SUMMARY_STATISTICS = {"max": "Max", "min": "Min", "mean": "Mean", "l2norm": "Norm",
+                      "count": None, "negative zero count": None, "positive zero count": None,
+                      "nan count": None, "negative inf count": None, "positive inf count": None,
+                      "zero count": None, "hash": None}
 
 
 class IdSet:
@@ -117,9 +127,63 @@ class ProbeConfig:
     top: Mapping[str, Any] = field(default_factory=dict)
     source: str = "<defaults>"
 
+    #: the task the config named, when probe collects another one in its place (``nan_check`` → ``overflow_check``)
+    requested_task: str | None = None
+
     def option(self, key: str, default: Any = None) -> Any:
-        """A key of the active task's section (``scope``, ``list``, ``data_mode``, ``summary_mode``, ...)."""
+        """A key of the active task's section (``scope``, ``list``, ``data_mode``, ``summary_mode``, ...); for a task
+        probe runs in place of another (``nan_check``), the requested task's section first."""
+        if self.requested_task:
+            section = self.sections.get(self.requested_task, {})
+            if key in section:
+                return section[key]
         return self.sections.get(self.task, {}).get(key, default)
+
+    @property
+    def dump_enable(self) -> bool | None:
+        """msprobe's hot switch: ``None`` (key absent) is static; ``True``/``False`` turns dumping on/off, and
+        the file is re-read at each step boundary while the run goes on."""
+        return self.top.get("dump_enable")
+
+    @property
+    def precision(self) -> str:
+        return str(self.top.get("precision") or "high")
+
+    @property
+    def custom_op_namespaces(self) -> tuple[str, ...]:
+        return tuple(self.top.get("custom_op_namespaces") or ())
+
+    @property
+    def load(self) -> Mapping[str, Any] | None:
+        """The ``load`` section (module inputs replaced by tensors of an earlier tensor dump), or ``None``."""
+        return self.top.get("load")
+
+    @property
+    def slice(self) -> tuple[Mapping[str, int], ...]:
+        """``[{"dim", "begin", "end", "size"}, ...]``: each tensor is cut before its statistics (and file)."""
+        return tuple(self.option("slice", ()) or ())
+
+    @property
+    def tensor_list(self) -> tuple[str, ...]:
+        """Entries (substring of the name) whose tensors are also saved whole in a statistics dump."""
+        return tuple(self.option("tensor_list", ()) or ())
+
+    @property
+    def request_id(self) -> str | None:
+        return self.option("request_id") or None
+
+    @property
+    def summary_statistics(self) -> tuple[str, ...] | None:
+        """The dump.json statistics a ``summary_mode`` list keeps (``("Max", "Norm")``); ``None``: all of them."""
+        value = self.option("summary_mode", SUMMARY_MODE_DEFAULT)
+        if isinstance(value, str):
+            return None
+        return tuple(key for key in (SUMMARY_STATISTICS.get(v) for v in value) if key)
+
+    @property
+    def risk_level(self) -> str:
+        """``CORE``, ``FOCUS`` (msprobe's default) or ``ALL``: which APIs the collector records."""
+        return str(self.top.get("risk_level", "FOCUS"))
 
     @property
     def scope(self) -> tuple[str, ...]:
@@ -135,10 +199,12 @@ class ProbeConfig:
 
     @property
     def summary_mode(self) -> str:
-        """The ``summary_mode`` that selects the data mode; msprobe's list form (a subset of the
-        statistics) selects the default one."""
+        """The ``summary_mode`` that selects the data mode; in msprobe's list form (a subset of the
+        statistics), a name that is no statistic (a checksum) selects its mode, else the default one."""
         value = self.option("summary_mode", SUMMARY_MODE_DEFAULT)
-        return value if isinstance(value, str) else SUMMARY_MODE_DEFAULT
+        if isinstance(value, str):
+            return value
+        return next((name for name in value if name not in SUMMARY_STATISTICS), SUMMARY_MODE_DEFAULT)
 
 
 # -- reading ------------------------------------------------------------------
@@ -275,19 +341,14 @@ def validate_config(raw: Mapping[str, Any], sections: Mapping[str, ConfigSection
             parsed_sections[name] = _check_section(source, spec, {}, problems)
     if problems:
         raise ConfigError(*problems)
-    task = top.get("task", "statistics")
-    if task not in RUNNABLE_TASKS:
-        warnings.warn(f'{source}: task "{task}" is not run by probe yet (it runs: {", ".join(RUNNABLE_TASKS)})',
-                      ProbeWarning, stacklevel=3)
-    if top.get("enable_dataloader"):
-        warnings.warn(f'{source}: "enable_dataloader" is deprecated and ignored; call debugger.step() or use '
-                      "probe run, which ends a step at each optimizer step", ProbeWarning, stacklevel=3)
+    task, level, requested = _fit_to_this_machine(top, parsed_sections, source)
     return ProbeConfig(
         task=task,
+        requested_task=requested,
         dump_path=top.get("dump_path") or "./probe_dump",
         rank=expand_ids(top.get("rank") or []),
         step=expand_ids(top.get("step") or []),
-        level=top.get("level") or "mix",
+        level=level,
         async_dump=bool(top.get("async_dump")),
         extra_info=bool(top.get("extra_info", True)),
         framework=top.get("framework"),
@@ -297,6 +358,60 @@ def validate_config(raw: Mapping[str, Any], sections: Mapping[str, ConfigSection
         top=MappingProxyType(top),
         source=source,
     )
+
+
+def _warn(source: str, text: str) -> None:
+    warnings.warn(f"{source}: {text}", ProbeWarning, stacklevel=4)
+
+
+def _fit_to_this_machine(top: Mapping[str, Any], sections: Mapping[str, Mapping[str, Any]],
+                         source: str) -> tuple[str, str, str | None]:
+    """``(task, level, requested task)`` probe collects for the config: msprobe keys that need an Ascend NPU, or
+    that probe does not apply, load with exactly one warning each saying what happens instead."""
+    task = top.get("task", "statistics")
+    level = top.get("level") or "mix"
+    requested = None
+    if task in NPU_TASKS:
+        requested, task = task, NPU_TASKS[task]
+        why = {"nan_check": "finds the first API whose output holds NaN/Inf on an Ascend NPU (it needs torch_npu); "
+                            "probe collects task overflow_check instead: only entries holding NaN/Inf are kept",
+               "diff_check": "compares each API live against the tensor dump in bench_path (msprobe's NPU online "
+                             "check); probe collects task statistics instead: compare the dump with "
+                             "\"probe compare DUMP BENCH\""}[requested]
+        _warn(source, f'task "{requested}" {why}')
+    elif task not in RUNNABLE_TASKS:
+        _warn(source, f'task "{task}" is not a dump task probe runs (it runs: {", ".join(RUNNABLE_TASKS)}); nothing '
+                      "is dumped" + ('; run "probe acc-check -api_info dump.json" on a dump instead'
+                                     if task in ("acc_check", "run_ut") else ""))
+    if level == "L2":
+        level = "L1"
+        _warn(source, 'level "L2" dumps the kernels of one API through ACL on an Ascend NPU; probe records that '
+                      'API at level "L1" instead (its inputs and outputs, forward and backward)')
+    if task == "structure" and level not in ("L0", "mix"):
+        _warn(source, f'task "structure" records the module structure: level "{level}" is read as "mix", as msprobe '
+                      "does")
+        level = "mix"
+    if top.get("precision") == "low":
+        _warn(source, 'precision "low": probe always accumulates Mean and Norm of 16-bit tensors in float32 '
+                      '(msprobe\'s "high"), so the statistics are the precise ones')
+    summary = sections.get(requested or task, {}).get("summary_mode")
+    if isinstance(summary, list):
+        skipped = [name for name in summary if name in SUMMARY_STATISTICS and SUMMARY_STATISTICS[name] is None]
+        if skipped:
+            _warn(source, f'summary_mode {", ".join(json.dumps(n) for n in skipped)}: counters msprobe computes '
+                          "in MindSpore graph-mode kernel dumps on an Ascend NPU; probe writes Max/Min/Mean/Norm "
+                          "(those the list names)")
+    if top.get("custom_op_namespaces"):
+        _warn(source, f'custom_op_namespaces {json.dumps(top["custom_op_namespaces"])}: operators under '
+                      "torch.ops.<namespace> (msprobe's default _C_ascend comes with torch_npu) are not recorded by "
+                      "probe yet; the Python-level APIs are")
+    if top.get("load"):
+        _warn(source, 'load: replacing module inputs with the tensors of an earlier dump is not done by probe yet; the '
+                      "run uses its own inputs and is dumped as configured")
+    if top.get("enable_dataloader"):
+        _warn(source, '"enable_dataloader" is deprecated and ignored; call debugger.step() or use '
+                      "probe run, which ends a step at each optimizer step")
+    return task, level, requested
 
 
 def _check_section(source: str, spec: ConfigSectionSpec, value: Mapping[str, Any],
@@ -415,13 +530,60 @@ def check_names(value: list[Any]) -> str | None:
 
 
 def check_summary_mode(value: Any) -> str | None:
-    """A name (the data modes installed decide which, when a collection starts) or msprobe's list of statistics."""
+    """A name (the data modes installed decide which, when a collection starts) or msprobe's list of statistics,
+    with at most one summary mode's name among them (msprobe's checksum)."""
     if isinstance(value, str):
         return None if value.strip() else "must name a summary mode (\"probe plugins\" lists the data modes)"
-    stats = ("max", "min", "mean", "l2norm")
-    wrong = [v for v in value if v not in stats]
-    if wrong or not value:
-        return f'a list must name statistics among {", ".join(json.dumps(s) for s in stats)}'
+    modes = [v for v in value if v not in SUMMARY_STATISTICS]
+    if not value or not all(isinstance(v, str) and v.strip() for v in value) or len(modes) > 1:
+        return (f'a list must name statistics among {", ".join(json.dumps(s) for s in SUMMARY_STATISTICS)}, '
+                f"and at most one summary mode (a checksum such as the md5 mode's)")
+    return None
+
+
+SLICE_KEYS = ("dim", "begin", "end", "size")
+
+
+def check_slice(value: list[Any]) -> str | None:
+    """msprobe's ``slice``: ``[{"dim": 0, "begin": 0, "end": 4, "size": 16}, ...]``, integers only."""
+    for item in value:
+        if not isinstance(item, dict):
+            return f'must be a list of objects like {{"dim": 0, "begin": 0, "end": 4}}, got {_short_json(item)}'
+        for key, number in item.items():
+            if key not in SLICE_KEYS:
+                return f'unknown field "{key}" in {_short_json(item)}; fields: {", ".join(SLICE_KEYS)}'
+            if type(number) is not int:
+                return f'field "{key}" must be an integer, got {_short_json(number)}'
+            if key in ("dim", "size") and number < 0:
+                return f'field "{key}" cannot be negative, got {number}'
+    return None
+
+
+def check_load(value: dict[str, Any]) -> str | None:
+    """msprobe's ``load``: ``{"path": tensor dump root, "modules": ["Module.x.Class.forward.0"], "step": [],
+    "rank": [], "dump_after_load": false}``."""
+    allowed = ("path", "modules", "step", "rank", "dump_after_load")
+    extra = [key for key in value if key not in allowed]
+    if extra:
+        return f'unknown field "{extra[0]}"; fields: {", ".join(allowed)}'
+    path = value.get("path")
+    if not isinstance(path, str) or not os.path.isdir(path):
+        return f'"path" must be the folder of an earlier tensor dump, got {_short_json(path)}'
+    modules = value.get("modules")
+    if not isinstance(modules, list) or not modules or not all(isinstance(m, str) for m in modules):
+        return '"modules" must be a non-empty list of module forward names like "Module.fc1.Linear.forward.0"'
+    for name in modules:
+        head, _, count = name.rpartition(".forward.")
+        if not name.startswith(("Module.", "Cell.")) or not head or not count.isdigit():
+            return f'"modules": {_short_json(name)} is not a module forward name like "Module.fc1.Linear.forward.0"'
+    if len(set(modules)) != len(modules):
+        return '"modules" names a module twice'
+    for key in ("step", "rank"):
+        why = check_ids(value.get(key, [])) if isinstance(value.get(key, []), list) else "must be a list"
+        if why:
+            return f'"{key}" {why}'
+    if not isinstance(value.get("dump_after_load", False), bool):
+        return '"dump_after_load" must be true or false'
     return None
 
 

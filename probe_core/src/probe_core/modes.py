@@ -194,9 +194,9 @@ def validate_summary_mode(config: ProbeConfig, registry: Any) -> None:
     Nothing is checked when no installed mode collects the task (then nothing can be collected, and
     collection says so).
     """
-    summary = config.option("summary_mode")
+    summary = config.summary_mode
     specs = [s for s in registry.data_modes.values() if config.task in s.tasks]
-    if not isinstance(summary, str) or not specs or any(not s.summary_modes for s in specs):
+    if not specs or any(not s.summary_modes for s in specs):
         return
     allowed = [m for s in specs for m in s.summary_modes]
     if summary not in allowed:

@@ -5,9 +5,17 @@ A :class:`torch.overrides.TorchFunctionMode` hands us the function object;
 metadata and are never entries). Python operators reach the mode under their
 method names (``x + y`` arrives as ``Tensor.add``), so the collector wraps the
 dunder methods listed in :data:`DUNDERS` to keep msprobe's ``Tensor.__add__``.
+
+APIs written in Python (``F.layer_norm``, ``F.cross_entropy``, ``torch.split``)
+re-pass their arguments to the mode through ``handle_torch_function``: keywords
+where the user passed positions, every default filled in. The collector wraps
+those listed by :func:`python_level_apis` so that entries show the arguments
+as the user passed them, and the stack starts at the user's line.
 """
 
 from __future__ import annotations
+
+import inspect
 
 from typing import Any
 
@@ -37,6 +45,7 @@ METADATA = frozenset({
     "__torch_dispatch__", "_make_subclass", "as_subclass", "is_grad_enabled", "get_default_dtype",
     "result_type", "can_cast", "promote_types", "typename", "__instancecheck__", "_version", "__init__",
     "__new__", "type", "get_rng_state", "set_rng_state", "manual_seed", "seed", "initial_seed",
+    "dim_order", "storage_type", "module_load", "share_memory_",
 })
 
 #: Names of torch.distributed collectives recorded as ``Distributed.{name}``.
@@ -103,3 +112,24 @@ SAME_VALUES = frozenset(
         "unflatten", "squeeze", "unsqueeze", "clone", "detach", "movedim", "moveaxis", "swapaxes", "swapdims",
     )
 )
+
+
+def _reroutes(fn: Any) -> bool:
+    """A Python function that hands its arguments to ``handle_torch_function`` (or a ``boolean_dispatch``
+    choosing between two such functions, as ``F.max_pool2d``)."""
+    code = getattr(fn, "__code__", None)
+    return code is not None and ("handle_torch_function" in code.co_names or "if_true" in code.co_freevars)
+
+
+def python_level_apis(names: ApiNames) -> list[tuple[Any, str, str]]:
+    """``(owner, attribute, api)`` for each public Python-level API of ``torch.nn.functional``, ``torch``
+    and ``torch.Tensor`` that re-passes its arguments (operators are :data:`DUNDERS`' business)."""
+    found = []
+    for owner in (F, torch, torch.Tensor):
+        for attr, fn in vars(owner).items():
+            if attr.startswith("_") or attr.startswith("sym_") or not inspect.isfunction(fn) or not _reroutes(fn):
+                continue
+            api = names(fn)
+            if api is not None and api.endswith("." + attr):
+                found.append((owner, attr, api))
+    return found

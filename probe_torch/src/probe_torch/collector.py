@@ -8,9 +8,16 @@ How calls are seen (chosen by measurement, see ``benchmarks/dump_overhead.py``):
   Python-level ``torch.*``, ``torch.nn.functional.*`` and ``Tensor`` call; the
   mode is off while its handler runs, so only the outermost API of a nested
   call is recorded. Operators are wrapped on ``torch.Tensor`` to keep msprobe's
-  ``Tensor.__add__`` names, and ``torch.distributed`` collectives are wrapped as
-  ``Distributed.*``;
-* backward: the call's tensor inputs pass through an identity autograd node
+  ``Tensor.__add__`` names, APIs written in Python (``F.layer_norm``) are
+  wrapped so that entries show the arguments as the user passed them (not as
+  ``handle_torch_function`` re-passes them), and ``torch.distributed``
+  collectives are wrapped as ``Distributed.*``;
+* API backward (``api_backward: grad_fn``, the default, msprobe's layout): a
+  hook on the gradient node of the call's first output sees the gradients
+  w.r.t. that node's outputs and those it computes for its inputs (``linear``:
+  ``[bias, x, weight.T]``, as ``addmm`` takes them);
+* module backward, and API backward under ``api_backward: inputs``: the call's
+  tensor inputs pass through an identity autograd node
   (:class:`_Identity`) whose pre-hook sees the gradients w.r.t. each input
   (each shaped like its input); hooks on the outputs see the gradients w.r.t.
   the outputs. The identity's outputs share their inputs' memory without being
@@ -46,8 +53,9 @@ from torch.overrides import TorchFunctionMode
 
 from probe_core.collect.calls import is_inplace
 from probe_core.collect.driver import CollectorBase
-from probe_torch.apis import DISTRIBUTED, DUNDERS, SAME_VALUES, ApiNames
+from probe_torch.apis import DISTRIBUTED, DUNDERS, SAME_VALUES, ApiNames, python_level_apis
 from probe_torch.ops import TorchTensorOps
+from probe_torch.risk import api_risk
 
 _SKIP_FILES = (os.path.join("torch", "overrides.py"), os.path.join("torch", "_tensor.py"),
                os.path.join("torch", "distributed", "c10d_logger.py"))
@@ -67,6 +75,22 @@ _METADATA_IN_PLACE = frozenset({"squeeze_", "unsqueeze_", "transpose_", "t_", "s
                                 "as_strided_", "resize_", "resize_as_", "set_", "detach_", "share_memory_",
                                 "rename_", "requires_grad_", "__setitem__"})
 _RAISED = object()  # torch calls an always_call forward hook as hook(module, args, result) when forward raised
+
+
+_WORK = getattr(dist, "Work", None) if dist.is_available() else None
+
+
+class _Waiting:
+    """An asynchronous collective waiting for ``wait()`` on each of its ``Work`` objects before it is recorded."""
+
+    __slots__ = ("left", "finish")
+
+    def __init__(self, works: int, finish: Any) -> None:
+        self.left, self.finish = works, finish
+
+    def done_one(self) -> bool:
+        self.left -= 1
+        return self.left == 0
 
 
 class _Identity(torch.autograd.Function):
@@ -150,9 +174,11 @@ class TorchCollector(CollectorBase):
         super().__init__(config, registry, mode, TorchTensorOps(), auto_step=auto_step, rank_fn=current_rank,
                          stack_skip_dirs=(os.path.dirname(__file__),), stack_skip_files=_SKIP_FILES)
         self.names = ApiNames()
+        self.session.filter.use_risk_level(config.risk_level, api_risk)
         self._handles: list[Any] = []
         self._mode: _ApiMode | None = None
         self._optimizer_hooks: list[Any] = []
+        self._waiting: dict[Any, _Waiting] = {}  # Work -> the asynchronous collective recorded when it is waited
         self.compiled_frames = 0  # frames torch.compile compiled: the calls inside them are not recorded
         self._compile_callbacks: tuple[Any, Any] | None = None
         self._busy_before_compile: list[bool] = []
@@ -212,6 +238,18 @@ class TorchCollector(CollectorBase):
         else:
             torch.autograd.graph.register_multi_grad_hook(tensors, deliver)
 
+    hooks_grad_nodes = True
+
+    def hook_grad_node(self, tensor: torch.Tensor, on_node: Any) -> None:
+        node = tensor.grad_fn
+        if node is None:
+            return
+
+        def deliver(grad_inputs: Any, grad_outputs: Any) -> None:  # torch's names: w.r.t. the node's inputs/outputs
+            self._guarded(on_node, list(grad_outputs), list(grad_inputs))
+
+        node.register_hook(deliver)
+
     def backward_in_place(self, api: str, kwargs: dict[str, Any] | None) -> bool:
         # __setitem__ returns nothing to hook, shape and storage changes must reach the caller's tensor itself,
         # collectives have their own autograd story, and out= is not differentiable at all
@@ -233,6 +271,25 @@ class TorchCollector(CollectorBase):
                 changed = new._version
                 old.copy_(new)
                 torch._C._autograd._unsafe_set_version_counter((old,), (changed,))
+
+    def finish_when_done(self, api: str, output: Any, finish: Any) -> bool:
+        """A collective that returned a ``Work`` (``async_op=True``, ``isend``, ``batch_isend_irecv``) is recorded
+        when its last ``Work.wait()`` returns, with the tensors as the communication left them (as msprobe)."""
+        if not api.startswith("Distributed.") or _WORK is None:
+            return False
+        works = output if isinstance(output, list) else [output]
+        if not works or not all(isinstance(work, _WORK) for work in works):
+            return False
+        waiting = _Waiting(len(works), finish)
+        for work in works:
+            self._waiting[work] = waiting
+        return True
+
+    def _work_waited(self, work: Any) -> None:
+        waiting = self._waiting.pop(work, None)
+        if waiting is not None and waiting.done_one() and self.recording:
+            self.ops.new_batch()  # the communication changed the tensors without a version bump: no cached statistic
+            self._guarded(waiting.finish)
 
     def recorded_output(self, api: str, args: tuple, kwargs: dict[str, Any], output: Any) -> Any:
         if api in SAME_VALUES and args:
@@ -259,7 +316,11 @@ class TorchCollector(CollectorBase):
                 original = getattr(torch.Tensor, name, None)
                 if original is not None:
                     self.patch(torch.Tensor, name, self.wrap_api(f"Tensor.{name}", original))
+            for owner, attr, api in python_level_apis(self.names):  # arguments as the user passed them
+                self.patch(owner, attr, self.wrap_api(api, getattr(owner, attr)))
             if dist.is_available():
+                if _WORK is not None:
+                    self.patch(_WORK, "wait", self._wait_wrapper(_WORK.wait))
                 for name in DISTRIBUTED:
                     original = getattr(dist, name, None)
                     if original is not None:
@@ -277,6 +338,18 @@ class TorchCollector(CollectorBase):
 
             self._optimizer_hooks = [register_optimizer_step_pre_hook(self._optimizer_pre),
                                      register_optimizer_step_post_hook(self._optimizer_post)]
+
+    def _wait_wrapper(self, original: Any) -> Any:
+        collector = self
+
+        def wait(work: Any, *args: Any, **kwargs: Any) -> Any:
+            result = original(work, *args, **kwargs)
+            if collector._waiting:
+                collector._work_waited(work)
+            return result
+
+        wait.__wrapped__ = original
+        return wait
 
     def remove_hooks(self) -> None:
         if self._mode is not None:

@@ -1,6 +1,6 @@
 """A tiny training script instrumented with ConfigChecker, as a user would write it.
 
-    python toy_train.py OUT.zip SCRIPT_OR_CONFIG [--weight-delta X] [--batch-delta X] [--extra-rng N]
+    python toy_train.py OUT.zip SCRIPT_OR_CONFIG [--weight-delta X] [--batch-delta X] [--extra-rng N] [--lr X]
 """
 
 import argparse
@@ -18,6 +18,7 @@ parser.add_argument("shell_path")
 parser.add_argument("--weight-delta", type=float, default=0.0)
 parser.add_argument("--batch-delta", type=float, default=0.0)
 parser.add_argument("--extra-rng", type=int, default=0)
+parser.add_argument("--lr", type=float, default=0.1)
 args = parser.parse_args()
 
 torch.manual_seed(0)
@@ -31,7 +32,7 @@ for _ in range(1 + args.extra_rng):
 ConfigChecker(model, shell_path=[args.shell_path], output_zip_path=args.output, fmk="pytorch")
 
 generator = torch.Generator().manual_seed(1)
-optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
 for step in range(3):
     batch = torch.rand(8, 4, generator=generator)
     if step == 1:

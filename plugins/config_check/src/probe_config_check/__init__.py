@@ -3,7 +3,7 @@
 The check items (env, pip, hyperparameters, weights, dataset, random) are
 checkers (:class:`~probe_core.specs.CheckerSpec`, hook ``probe_checkers``), as
 are third-party ones; this distribution also packs, unpacks and reports
-(``pack``, ``safezip``, ``report``), compares checkpoints (``ckpt``) and
+(``pack``, ``msprobe_layout``, ``safezip``, ``report``), compares checkpoints (``ckpt``) and
 brings the ``probe check`` command. ``ConfigChecker`` is the in-script API.
 """
 

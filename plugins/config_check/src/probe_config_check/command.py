@@ -21,8 +21,8 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     collect.add_argument("-f", "--framework", choices=("pytorch", "mindspore"), default=None,
                          help="the training framework (recorded; optional)")
     compare = sub.add_parser("compare", help="compare two packs; writes result.xlsx and summary.json")
-    compare.add_argument("bench", help="the benchmark pack (zip)")
-    compare.add_argument("target", help="the pack to check against it (zip)")
+    compare.add_argument("bench", help="the benchmark pack (zip of probe or of msprobe config_check)")
+    compare.add_argument("target", help="the pack to check against it (zip of probe or of msprobe)")
     compare.add_argument("-o", "--output", default="config_check_result", help="folder for the results")
     ckpt = sub.add_parser("ckpt", help="compare two checkpoints parameter by parameter (l2, cos, numel, shape)")
     ckpt.add_argument("bench", help="state_dict file, safetensors file/folder, or Megatron checkpoint folder")
@@ -66,7 +66,7 @@ def _collect(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     from probe_config_check.report import compare_packs, print_table
 
-    results = compare_packs(args.registry, args.bench, args.target, args.output)
+    results = compare_packs(args.registry, args.bench, args.target, args.output, _options(args))
     print_table(results, Path(args.output))
     return 0
 

@@ -11,6 +11,7 @@ Only variables whose names start with one of the prefixes below (plus
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from probe_core.specs import CheckContext, CheckRow
@@ -27,10 +28,17 @@ PREFIXES = (
     "INF_NAN_MODE_ENABLE", "COMBINED_ENABLE", "MULTI_STREAM_MEMORY_REUSE", "CPU_AFFINITY_CONF",
     "ENABLE_DETERMINISTIC", "DETERMINISTIC", "MEGATRON_", "DS_", "ACCELERATE_",
 )
-def collect(ctx: CheckContext) -> dict[str, Any]:
-    prefixes = PREFIXES + tuple(option_list(ctx.options, "env_prefixes"))
-    variables = {name: redact(name, value) for name, value in os.environ.items() if name.startswith(prefixes)}
+
+
+def select(environ: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
+    """The checker's data for a whole environment: the variables with a known prefix, secrets redacted."""
+    prefixes = PREFIXES + tuple(option_list(options, "env_prefixes"))
+    variables = {name: redact(name, str(value)) for name, value in environ.items() if name.startswith(prefixes)}
     return {"variables": dict(sorted(variables.items()))}
+
+
+def collect(ctx: CheckContext) -> dict[str, Any]:
+    return select(os.environ, ctx.options)
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -13,6 +13,7 @@ import json
 import re
 import shlex
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -187,11 +188,10 @@ def megatron_args() -> dict[str, Any]:
     return {}
 
 
-def collect(ctx: CheckContext) -> dict[str, Any] | None:
-    ignored = [re.compile(p, re.IGNORECASE) for p in option_list(ctx.options, "hyperparameters_ignore")]
-    sources = [(Path(p).name, parse_file(p)) for p in ctx.shell_paths]
-    if ctx.model is not None:
-        sources.append(("megatron args", megatron_args()))
+def normalise(sources: list[tuple[str, dict[str, Any]]], options: Mapping[str, Any]) -> dict[str, Any]:
+    """The checker's data for (source name, raw name -> value) pairs: names made canonical, values parsed,
+    paths/logging and ``config_check.hyperparameters_ignore`` left out, secrets redacted."""
+    ignored = [re.compile(p, re.IGNORECASE) for p in option_list(options, "hyperparameters_ignore")]
     params: dict[str, dict[str, Any]] = {}
     for source, raw in sources:
         for name, value in raw.items():
@@ -200,9 +200,14 @@ def collect(ctx: CheckContext) -> dict[str, Any] | None:
                 continue
             value = redact(key, parse_value(value))
             params[key] = {"value": value, "source": f"{source}: {name}"}
-    if not sources:
-        return None
     return {"parameters": dict(sorted(params.items())), "sources": [s for s, raw in sources if raw]}
+
+
+def collect(ctx: CheckContext) -> dict[str, Any] | None:
+    sources = [(Path(p).name, parse_file(p)) for p in ctx.shell_paths]
+    if ctx.model is not None:
+        sources.append(("megatron args", megatron_args()))
+    return normalise(sources, ctx.options) if sources else None
 
 
 def compare(bench: dict[str, Any], target: dict[str, Any]) -> list[CheckRow]:

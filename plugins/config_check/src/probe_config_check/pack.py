@@ -2,12 +2,18 @@
 
 Layout::
 
-    manifest.json            {"format": "probe-config-check", "version": 1, "checkers": {...}, "ranks": [...]}
+    manifest.json            {"format": "probe-config-check", "version": 2, "checkers": {...}, "ranks": [...]}
     rank0/env.json           what checker ``env`` collected on rank 0
     rank0/weights.json
     rank1/...
+    env, pip, hyperparameters/..., weights/step0/rank0/weight.json, ...   the same data in msprobe's layout
 
-The pack holds whatever the checkers return; it knows no checker by name.
+The pack holds whatever the checkers return; it knows no checker by name,
+except that the built-in ones are also written in msprobe's layout
+(:mod:`probe_config_check.msprobe_layout`), so msprobe's ``config_check -c``
+reads probe's packs. A zip without probe's manifest but with msprobe's
+members is read as an msprobe pack. Version 2 records weights per step;
+version 1 packs (one weights snapshot) are still read.
 Several ranks of one job can write into one pack: each rank keeps its files
 in a staging folder next to the zip, and the zip is rebuilt from all of them
 under a file lock.
@@ -29,10 +35,11 @@ from typing import Any
 from probe_core.dump.jsonstream import loads
 from probe_core.errors import CheckError
 
+from probe_config_check import msprobe_layout
 from probe_config_check.safezip import checked_members, open_zip, read_member
 
 FORMAT = "probe-config-check"
-VERSION = 1
+VERSION = 2
 MANIFEST = "manifest.json"
 _MEMBER = re.compile(r"^rank(\d+)/([A-Za-z0-9_.-]+)\.json$")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -70,6 +77,8 @@ def write_pack(path: str | os.PathLike[str], data: PackData, checkers: Mapping[s
             for rank in sorted(data):
                 for name, value in sorted(data[rank].items()):
                     archive.writestr(f"rank{int(rank)}/{check_name(name)}.json", to_json(value))
+            for name, text in sorted(msprobe_layout.to_members(data).items()):
+                archive.writestr(name, text)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -77,24 +86,31 @@ def write_pack(path: str | os.PathLike[str], data: PackData, checkers: Mapping[s
     return path
 
 
-def read_pack(path: str | os.PathLike[str]) -> tuple[dict[str, Any], PackData]:
-    """(manifest, rank -> checker -> data) of a pack, every member checked before it is read."""
+def read_pack(path: str | os.PathLike[str],
+              options: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], PackData]:
+    """(manifest, rank -> checker -> data) of a pack of probe or of msprobe, every member checked before it
+    is read; ``options`` (config.json's ``config_check``) filter an msprobe pack as probe's collection would."""
     with open_zip(path) as archive:
         members = checked_members(archive, path)
         manifest: dict[str, Any] | None = None
         data: PackData = {}
+        theirs: dict[str, bytes] = {}
         for info, rel in members:
             name = rel.as_posix()
             if name == MANIFEST:
                 manifest = _load(path, name, read_member(archive, info, path))
-                continue
-            match = _MEMBER.match(name)
-            if match:
+            elif match := _MEMBER.match(name):
                 data.setdefault(int(match.group(1)), {})[match.group(2)] = _load(
                     path, name, read_member(archive, info, path))
+            elif msprobe_layout.is_member(name):
+                theirs[name] = read_member(archive, info, path)
+    if manifest is None and not data and theirs:
+        data = msprobe_layout.from_members(path, theirs, options)
+        return {"format": "msprobe", "ranks": sorted(data), "checkers": {}}, data
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise CheckError(f"{path}: no probe config_check manifest ({MANIFEST} with \"format\": \"{FORMAT}\"); "
-                         "pass a pack written by probe check collect or ConfigChecker")
+        raise CheckError(f"{path}: no probe config_check manifest ({MANIFEST} with \"format\": \"{FORMAT}\") and "
+                         "no msprobe config_check members (env, pip, hyperparameters/, weights/, dataset/, random/); "
+                         "pass a pack written by probe check collect, ConfigChecker or msprobe config_check")
     version = manifest.get("version", 0)
     if type(version) is not int or version < 1:
         raise CheckError(f"{path}: {MANIFEST}: key \"version\" is {_short(version)}, not a pack format version "

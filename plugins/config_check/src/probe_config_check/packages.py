@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.metadata as md
 import re
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from probe_core.specs import CheckContext, CheckRow
@@ -27,14 +28,18 @@ def normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def collect(ctx: CheckContext) -> dict[str, Any]:
-    installed: dict[str, str] = {}
-    for dist in md.distributions():
-        name = dist.metadata["Name"]
+def record(installed: Iterable[tuple[str, str]], options: Mapping[str, Any]) -> dict[str, Any]:
+    """The checker's data for (name, version) pairs: every package, and which of them are compared."""
+    packages: dict[str, str] = {}
+    for name, version in installed:
         if name:
-            installed.setdefault(normalise(name), dist.version)
-    compared = sorted({normalise(n) for n in COMPARED + tuple(option_list(ctx.options, "packages"))})
-    return {"packages": dict(sorted(installed.items())), "compared": compared}
+            packages.setdefault(normalise(name), version)
+    compared = sorted({normalise(n) for n in COMPARED + tuple(option_list(options, "packages"))})
+    return {"packages": dict(sorted(packages.items())), "compared": compared}
+
+
+def collect(ctx: CheckContext) -> dict[str, Any]:
+    return record(((dist.metadata["Name"], dist.version) for dist in md.distributions()), ctx.options)
 
 
 def same_version(a: str | None, b: str | None) -> bool:

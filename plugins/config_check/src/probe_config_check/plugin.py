@@ -24,9 +24,9 @@ def probe_checkers() -> list[CheckerSpec]:
                     packages.collect, packages.compare, priority=-50),
         CheckerSpec("hyperparameters", "training arguments from scripts/configs (names normalised)",
                     hyperparameters.collect, hyperparameters.compare, priority=-40),
-        CheckerSpec("weights", "per-parameter max/min/mean/norm at ConfigChecker time", weights.collect,
+        CheckerSpec("weights", "per-parameter max/min/mean/norm per micro-step", weights.collect,
                     weights.compare, static=False, priority=-30),
-        CheckerSpec("dataset", "statistics of the first batches the model receives, per step", dataset.collect,
+        CheckerSpec("dataset", "statistics of the batches the model receives, per micro-step", dataset.collect,
                     dataset.compare, static=False, priority=-20),
         CheckerSpec("random", "RNG calls (count and call site) after ConfigChecker.apply_patches()",
                     rng.collect, rng.compare, static=False, prepare=rng.prepare, priority=-10),
@@ -38,11 +38,17 @@ def probe_commands() -> list[CommandSpec]:
     return [command.CHECK_COMMAND]
 
 
+def _at_least_one(value: int) -> str | None:
+    return None if value >= 1 else f"is {value}; record at least 1 step"
+
+
 @hookimpl
 def probe_config_sections() -> list[ConfigSectionSpec]:
     return [ConfigSectionSpec("config_check", (
         ConfigKey("env_prefixes", list, [], doc="extra environment variable prefixes to collect and compare"),
         ConfigKey("packages", list, [], doc="extra distributions whose versions are compared"),
         ConfigKey("hyperparameters_ignore", list, [], doc="regexes of hyperparameter names not to compare"),
-        ConfigKey("dataset_steps", int, 5, doc="how many first forward calls the dataset checker records"),
+        ConfigKey("steps", int, 5, check=_at_least_one,
+                  doc="how many first forward calls (micro-steps) the weights and dataset checkers record"),
+        ConfigKey("dataset_steps", int, 5, check=_at_least_one, doc="older name of steps"),
     ), description="config_check options")]

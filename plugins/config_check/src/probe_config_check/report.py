@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,15 +70,16 @@ def compare_data(registry: Registry, bench: dict[int, dict[str, Any]],
 
 
 def compare_packs(registry: Registry, bench_zip: str | Path, target_zip: str | Path,
-                  out: str | Path) -> list[CheckerResult]:
-    """Unpack both packs under ``out`` (bench/, target/), compare, write result.xlsx and summary.json."""
+                  out: str | Path, options: Mapping[str, Any] | None = None) -> list[CheckerResult]:
+    """Unpack both packs (probe's or msprobe's) under ``out`` (bench/, target/), compare, write result.xlsx and
+    summary.json; ``options`` are config.json's ``config_check`` section."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise CheckError(f"{out}: exists and is not a folder; pass a folder for the results (-o)")
     out.mkdir(parents=True, exist_ok=True)
     packs = {}
     for side, zip_path in zip(SIDES, (bench_zip, target_zip), strict=True):
-        _, packs[side] = read_pack(zip_path)  # checks every member before anything is written
+        _, packs[side] = read_pack(zip_path, options)  # checks every member before anything is written
         folder = out / side
         if folder.is_symlink() or folder.is_file():
             folder.unlink()

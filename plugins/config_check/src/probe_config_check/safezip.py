@@ -43,7 +43,8 @@ def checked_members(archive: zipfile.ZipFile, zip_path: str | os.PathLike[str], 
         name = info.filename
         key = name.rstrip("/")
         if key in seen:
-            raise _refuse(zip_path, name, "the zip holds two members of that name (which one is real?)")
+            raise _refuse(zip_path, name, "the zip holds two members of that name (which one is real?); "
+                          "msprobe appends to an existing zip: delete the old zip before collecting again")
         seen.add(key)
         mode = info.external_attr >> 16
         if not name:

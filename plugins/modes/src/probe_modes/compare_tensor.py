@@ -10,12 +10,17 @@ NaN/Inf: positions where both sides hold the same non-finite value agree
 (the seeds ignore NaN/Inf present on both sides); the other metrics are taken
 over positions where both are finite, and a position finite on one side only
 counts as an element over every error threshold. Relative errors divide by
-``|bench|``; where the bench is 0 a non-zero difference is infinitely large.
+``|bench|``; where the bench holds an exact 0, both sides are shifted by the
+machine epsilon of the pair's float type first, as msprobe does (a finite
+MaxRelativeErr of ``|target| / eps``; 0 where both are 0).
 Cosine of two all-zero tensors is 1, of one all-zero tensor 0.
+As msprobe: a 0-d or one-element tensor has no Cosine, EucDist or error ratios
+(``unsupported``), only MaxAbsErr and MaxRelativeErr; an empty tensor has none.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,8 +37,24 @@ COLUMNS = ("Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth E
 def arrays(pair: LeafPair) -> tuple[np.ndarray, np.ndarray]:
     """Both sides' tensors as numeric arrays (loaded once per row)."""
     if "arrays" not in pair.cache:
-        pair.cache["arrays"] = (_load_checked(pair.npu_path, pair.npu), _load_checked(pair.bench_path, pair.bench))
+        npu, bench = _load_checked(pair.npu_path, pair.npu), _load_checked(pair.bench_path, pair.bench)
+        if pair.postprocess:
+            npu = _postprocess(npu, pair.postprocess.get(("npu", pair.npu.data_name), ()))
+            bench = _postprocess(bench, pair.postprocess.get(("bench", pair.bench.data_name), ()))
+        pair.cache["arrays"] = (npu, bench)
     return pair.cache["arrays"]
+
+
+def _postprocess(array: np.ndarray, steps: Any) -> np.ndarray:
+    """``probe compare --config``: multiply by calibration tensors, left (``mat @ x``) or right (``x @ mat``)."""
+    for direction, calibration in steps:
+        matrix = load_array(Path(calibration), calibration)
+        try:
+            array = np.matmul(matrix, array) if direction == "left" else np.matmul(array, matrix)
+        except ValueError as exc:
+            raise DumpError(f"--config: {calibration} cannot be {direction}-multiplied with a tensor of shape "
+                            f"{list(array.shape)} ({exc}); check the tensor map of the post-process config") from None
+    return array
 
 
 def _load_checked(path: Any, leaf: Any) -> np.ndarray:
@@ -58,10 +79,32 @@ def _scratch(slot: int, size: int) -> np.ndarray:
     return buffer[:size]
 
 
+UNSUPPORTED = "unsupported"  # msprobe's word for a metric a tensor's shape does not allow
+#: What a 0-d or one-element tensor cannot have (msprobe: "This is type of 0-d tensor, can not calculate").
+NEEDS_SEVERAL = ("Cosine", "EucDist", "One Thousandth Err Ratio", "Five Thousandths Err Ratio")
+
+
+def _zero_bench_epsilon(npu: np.ndarray, bench: np.ndarray) -> tuple[np.dtype, float]:
+    """The float type relative errors at bench zeros are taken in, and its epsilon (msprobe's rule)."""
+    kinds = [a.dtype if a.dtype.kind == "f" else np.dtype(np.float64) for a in (npu, bench)]
+    dtype = np.result_type(*kinds, np.float32)
+    return dtype, float(np.finfo(dtype).eps)
+
+
 def tensor_metrics(npu: np.ndarray, bench: np.ndarray) -> dict[str, Any]:
     """The six metrics of two same-shaped numeric arrays, in float64 (``None`` where they cannot be computed)."""
-    if npu.shape != bench.shape or npu.size == 0:
+    if npu.shape != bench.shape:
         return dict.fromkeys(COLUMNS)
+    if npu.size == 0:
+        return dict.fromkeys(COLUMNS, UNSUPPORTED)
+    values = _metrics(npu, bench)
+    if npu.ndim == 0 or npu.size == 1:
+        values.update(dict.fromkeys(NEEDS_SEVERAL, UNSUPPORTED))
+    return values
+
+
+def _metrics(npu: np.ndarray, bench: np.ndarray) -> dict[str, Any]:
+    zero_dtype, epsilon = _zero_bench_epsilon(npu, bench)
     total = npu.size
     a, b = _scratch(0, total), _scratch(1, total)
     np.copyto(a, npu.reshape(-1), casting="unsafe")
@@ -81,8 +124,10 @@ def tensor_metrics(npu: np.ndarray, bench: np.ndarray) -> dict[str, Any]:
     zero_bench = rel == 0 if not rel.all() else None
     with np.errstate(divide="ignore", invalid="ignore"):
         np.divide(diff, rel, out=rel)
-    if zero_bench is not None:  # 0/0 is no error; x/0 stays inf
-        rel[zero_bench & (diff == 0)] = 0.0
+    if zero_bench is not None:  # msprobe: shift both by eps where the bench is 0, in the pair's float type
+        shifted = a[zero_bench].astype(zero_dtype) + zero_dtype.type(epsilon)
+        eps = zero_dtype.type(epsilon)
+        rel[zero_bench] = np.abs((shifted - eps) / eps)
     cosine = metrics.cosine(float(np.dot(a, b)), float(np.sqrt(np.dot(a, a))), float(np.sqrt(np.dot(b, b))))
     empty_error = np.inf if mismatched_special else 0.0
     return {

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from probe_core.collect.tensors import TensorOps
+from probe_core.collect.tensors import STAT_KEYS, TensorOps
 from probe_core.collect.writer import Pending, StepWriter
 
 FLUSH_EVERY = 128  # entries per batch of statistics
@@ -23,12 +23,15 @@ class Batch:
     """Queued entries and their deferred statistics, for one collection."""
 
     def __init__(self, ops: TensorOps, writer: StepWriter, lock: threading.RLock, *, async_fetch: bool,
-                 flush_every: int = FLUSH_EVERY) -> None:
+                 flush_every: int = FLUSH_EVERY, statistics: tuple[str, ...] | None = None) -> None:
         self.ops = ops
         self.writer = writer
         self.lock = lock
         self.async_fetch = async_fetch
         self.flush_every = flush_every
+        #: config summary_mode as a list: the statistics written (the others are null); None: all four
+        self._dropped = tuple(i for i, key in enumerate(STAT_KEYS) if key not in statistics) \
+            if statistics is not None else ()
         self.current = ""  # the entry being encoded: names its saved tensors
         self._suffix = ops.tensor_suffix
         self.clear()
@@ -73,12 +76,18 @@ class Batch:
             pending, records, handles = self._pending, self._records, self._handles
             self._pending, self._records, self._handles = [], [], []
             self.ops.new_batch()
-            fetch = self.ops.fetch_stats
+            fetch = self._fetch_some if self._dropped else self.ops.fetch_stats
             if self.async_fetch:  # async_dump: even the statistics transfer happens off the training thread
                 self.writer.write(pending, lambda: _fill(records, fetch(handles)))
             else:
                 values = fetch(handles)
                 self.writer.write(pending, lambda: _fill(records, values))
+
+
+    def _fetch_some(self, handles: list[Any]) -> list[Any]:
+        values = self.ops.fetch_stats(handles)
+        return [None if stats is None else tuple(None if i in self._dropped else v for i, v in enumerate(stats))
+                for stats in values]
 
 
 def _fill(records: list[dict[str, Any]], values: list[Any]) -> None:

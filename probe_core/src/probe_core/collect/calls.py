@@ -69,6 +69,19 @@ def output_tensors(output: Any, is_tensor: Callable[[Any], bool]) -> list[Any]:
     return []
 
 
+def first_tensor(output: Any, is_tensor: Callable[[Any], bool]) -> Any:
+    """The tensor whose gradient node stands for a call's backward (msprobe's choice): the output itself, the
+    first item of a returned list/tuple (looked into), the first tensor of a returned dict; else ``None``."""
+    while not is_tensor(output):
+        if isinstance(output, dict):
+            output = next((value for value in output.values() if is_tensor(value)), None)
+        elif isinstance(output, (list, tuple)) and output:
+            output = output[0]
+        else:
+            return None
+    return output
+
+
 _INPLACE_NAMES: dict[str, bool] = {}
 
 
@@ -144,6 +157,54 @@ class GradSlots:
         if not self.missing:
             self.missing = set(range(len(self.grads)))  # a second backward through the same graph
             self.on_full(list(self.grads))
+
+
+class SavedGrads:
+    """The gradients of a saved variable (``PrecisionDebugger.save``), laid out as the variable is nested (as
+    msprobe writes ``{name}_grad.{n}.debug``): each tensor's place gets its gradient, every other place ``None``.
+
+    ``tensors`` are the variable's tensors in walk order; :meth:`arrive` fills one, :meth:`value` builds the
+    structure from what has arrived.
+    """
+
+    __slots__ = ("skeleton", "tensors", "grads")
+
+    def __init__(self, variable: Any, is_tensor: Callable[[Any], bool]) -> None:
+        self.tensors: list[Any] = []
+        self.skeleton = self._walk(variable, is_tensor)
+        self.grads: list[Any] = [None] * len(self.tensors)
+
+    def _walk(self, value: Any, is_tensor: Callable[[Any], bool]) -> Any:
+        if is_tensor(value):
+            self.tensors.append(value)
+            return _Slot(len(self.tensors) - 1)
+        if isinstance(value, dict):
+            return {key: self._walk(item, is_tensor) for key, item in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self._walk(item, is_tensor) for item in value]
+        return None
+
+    def arrive(self, index: int, grad: Any) -> None:
+        self.grads[index] = grad
+
+    def value(self) -> Any:
+        return self._fill(self.skeleton)
+
+    def _fill(self, node: Any) -> Any:
+        if isinstance(node, _Slot):
+            return self.grads[node.index]
+        if isinstance(node, dict):
+            return {key: self._fill(item) for key, item in node.items()}
+        if isinstance(node, list):
+            return [self._fill(item) for item in node]
+        return None
+
+
+class _Slot:
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        self.index = index
 
 
 class ParamGradGather:

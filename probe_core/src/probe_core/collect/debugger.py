@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from probe_core.collect.session import Summary, check_dump_path
-from probe_core.config import load_config
+from probe_core.config import RUNNABLE_TASKS, ProbeConfig, load_config
 from probe_core.errors import CollectionError
 from probe_core.modes import mode_for_config
 
@@ -26,10 +26,44 @@ def build_collector(framework: str | None, config_path: Any = None, *, auto_step
     if framework:
         overrides.setdefault("framework", framework)
     config, registry = load_config(config_path, registry=registry, **overrides)
+    if config.task not in RUNNABLE_TASKS:  # an msprobe task that dumps nothing here (the config warned why)
+        return InertCollector(config, framework or config.framework or "pytorch")
     check_dump_path(config.dump_path, overwrite=config.overwrite)
     spec = registry.collector_for(config.framework or framework or "pytorch")
     collector_class = spec.load()
     return collector_class(config, registry, mode_for_config(config, registry), auto_step=auto_step)
+
+
+class _NoSession:
+    def __init__(self, config: ProbeConfig) -> None:
+        self.config = config
+        self.summary = Summary(dump_path=config.dump_path)
+
+
+class InertCollector:
+    """The collector of a task probe does not dump (``acc_check``, ``exception_dump``, ...): the script runs
+    unchanged and nothing is written; loading the config said why, once."""
+
+    forward_seen = False
+
+    def __init__(self, config: ProbeConfig, framework: str) -> None:
+        self.session = _NoSession(config)
+        self.framework = framework
+
+    def start(self, model: Any = None, **_: Any) -> None:
+        """Nothing to record."""
+
+    def stop(self) -> None:
+        """Nothing to record."""
+
+    def step(self) -> None:
+        """Nothing to record."""
+
+    def save(self, variable: Any, name: str, save_backward: bool = True) -> None:
+        """Nothing to record."""
+
+    def close(self) -> Summary:
+        return self.session.summary
 
 
 class PrecisionDebuggerBase:
@@ -55,9 +89,17 @@ class PrecisionDebuggerBase:
     def session(self) -> Any:
         return self.collector.session
 
-    def start(self, model: Any = None) -> None:
-        """Start (or resume) collecting; ``model`` names the modules (the root model is no entry)."""
+    def start(self, model: Any = None, token_range: Any = None, rank_id: Any = None,
+              scheduled_tokens: dict[str, int] | None = None) -> None:
+        """Start (or resume) collecting; ``model`` names the modules (the root model is no entry).
+        ``scheduled_tokens`` (``{request_id: tokens}`` of an inference batch) with config ``request_id``:
+        dump only that request's tokens, or nothing of this step when it is not in the batch.
+        ``token_range`` and ``rank_id`` are accepted for msprobe's signature."""
         self.collector.start(model if model is not None else self.model)
+        if scheduled_tokens is not None:
+            schedule = getattr(self.session, "schedule_tokens", None)
+            if schedule is not None:
+                schedule(scheduled_tokens)
 
     def stop(self) -> None:
         """Pause collecting; everything recorded so far is flushed to the step's journal."""

@@ -9,7 +9,8 @@ framework calls:
 * ``named_submodules(root)``, ``direct_parameters(module)``,
   ``hook_parameter(param, fn)`` — walk a model and hook parameter gradients;
 * ``grad_enabled()``, ``identity_with_grad_hook(tensors, fn)``,
-  ``hook_output_grads(tensors, fn)`` — the backward plumbing;
+  ``hook_output_grads(tensors, fn)`` — the backward plumbing; optionally
+  ``hook_grad_node(tensor, fn)`` for msprobe's API backward layout;
 * ``is_model(obj)`` and ``module_class_name(module)``;
 * its tensor operations: an instance of a
   :class:`~probe_core.collect.tensors.TensorOps` subclass, passed to ``__init__``.
@@ -25,8 +26,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from probe_core.collect.calls import (GradCatch, ParamGradGather, is_inplace, output_tensors, pick_at,
-                                      replace_at, tensor_positions)
+from probe_core.collect.calls import (GradCatch, ParamGradGather, SavedGrads, first_tensor, is_inplace,
+                                      output_tensors, pick_at, replace_at, tensor_positions)
 from probe_core.collect.session import Collection
 from probe_core.collect.tensors import TensorOps
 
@@ -49,6 +50,8 @@ class CollectorBase:
         self.ops = ops
         self.session = Collection(config, registry, ops, mode, rank_fn=rank_fn,
                                   stack_skip_dirs=stack_skip_dirs, stack_skip_files=stack_skip_files)
+        # an API's backward entry in msprobe's layout (its first output's gradient node), where the framework can
+        self.api_backward_by_node = self.hooks_grad_nodes and config.top.get("api_backward", "grad_fn") == "grad_fn"
         self.auto_step = auto_step
         self.busy = False
         self.recording = False
@@ -59,6 +62,7 @@ class CollectorBase:
         self._roots_fixed = False
         self._frames: list[tuple[Any, Any]] = []  # (module, frame or None) per open module call
         self._open_catches: list[GradCatch] = []  # calls whose input gradients have not come yet
+        self._open_saves: dict[int, Callable[[], None]] = {}  # saved variables whose gradients have not all come
         self._backward_seen = False
         self._await_forward = False
         self._watch_forward = False  # auto_step: each step starts recording at its first forward
@@ -111,11 +115,25 @@ class CollectorBase:
         """Call ``on_grads([grad per tensor])`` once the gradients w.r.t. ``tensors`` are known."""
         raise NotImplementedError
 
+    #: Whether :meth:`hook_grad_node` is implemented (then ``api_backward: grad_fn`` is the default layout).
+    hooks_grad_nodes: ClassVar[bool] = False
+
+    def hook_grad_node(self, tensor: Any, on_node: Callable[[list[Any], list[Any]], None]) -> None:
+        """Call ``on_node(grads w.r.t. the node's outputs, grads it computes for its inputs)`` when the
+        autograd node that made ``tensor`` runs (nothing when ``tensor`` has none)."""
+        raise NotImplementedError
+
     def recorded_output(self, api: str, args: tuple, kwargs: dict[str, Any], output: Any) -> Any:
-        """What the entry shows as the call's output (collectives: the tensors they changed)."""
-        if api.startswith("Distributed.") and not output_tensors(output, self.ops.is_tensor):
-            return [pick_at(args, kwargs, where) for where in tensor_positions(args, kwargs, self.ops.is_tensor)]
+        """What the entry shows as the call's output (collectives, as msprobe: their arguments, positional then
+        keyword, as they are after the communication)."""
+        if api.startswith("Distributed."):
+            return [*args, *kwargs.values()]
         return output
+
+    def finish_when_done(self, api: str, output: Any, finish: Callable[[], None]) -> bool:
+        """An asynchronous call (a collective with ``async_op=True``) returns before its output is there: a
+        framework that can tell when it is done takes ``finish`` (which records the output) and returns True."""
+        return False
 
     # -- models ---------------------------------------------------------------------
 
@@ -178,6 +196,7 @@ class CollectorBase:
         the last update make no step."""
         if model is not None:
             self.add_model(model)
+        self.session.poll_switch()
         if self.session.all_steps_done:
             return
         watch = self.session.with_modules or self.sees_forward_at_l1
@@ -219,6 +238,7 @@ class CollectorBase:
 
     def step(self) -> None:
         self.settle_backward(drop_rest=True)
+        self._write_open_saves()
         self.session.end_step()
         if self.session.all_steps_done:
             self.recording = self._await_forward = False
@@ -228,6 +248,7 @@ class CollectorBase:
 
     def close(self) -> Any:
         self.settle_backward(drop_rest=True)
+        self._write_open_saves()
         self.recording = self._await_forward = False
         self._uninstall()
         for handle in self._param_handles:
@@ -306,10 +327,12 @@ class CollectorBase:
             inplace = is_inplace(api, kwargs)
             if inplace:
                 self.ops.new_batch()  # cached statistics of the tensors it changes would go stale
-            if session.wants_backward(name) and (not inplace or self.backward_in_place(api, kwargs)) \
-                    and self.grad_enabled():
+            backward = session.wants_backward(name) and self.grad_enabled()
+            if backward and not self.api_backward_by_node and (not inplace or self.backward_in_place(api, kwargs)):
                 args, kwargs, catch, caught = self._catch_inputs(name, args, kwargs)
             output = func(*args, **kwargs)
+            if backward and self.api_backward_by_node:
+                self._catch_node(name, args, kwargs, output, inplace)
             if caught is not None:
                 self.inputs_returned(caught)  # an input changed in place: the caller's tensor gets its history
                 if any(id(t) in caught.ids for t in output_tensors(output, self.ops.is_tensor)):
@@ -318,7 +341,11 @@ class CollectorBase:
                     # (x.contiguous()) the call has no backward of its own
                     catch = catch if inplace else None
                     output = _unwrap(output, caught, self.ops.is_tensor)
-            session.finish_forward(name, entry, self.recorded_output(api, args, kwargs, output), parent, sid)
+            def finish(args: tuple = args, kwargs: dict[str, Any] = kwargs, output: Any = output) -> None:
+                session.finish_forward(name, entry, self.recorded_output(api, args, kwargs, output), parent, sid)
+
+            if not self.finish_when_done(api, output, finish):
+                finish()
             if catch is not None:
                 self._catch_outputs(catch, output)
             return output
@@ -479,6 +506,21 @@ class CollectorBase:
         args, kwargs = replace_at(args, kwargs, positions, new)
         return args, kwargs, catch, CaughtInputs(new, tensors, self.input_versions(new))
 
+    def _catch_node(self, name: str, args: tuple, kwargs: dict[str, Any], output: Any, inplace: bool) -> None:
+        """msprobe's API backward: the gradient node of the first output; a call that returned one of its
+        inputs unchanged (``x.contiguous()``) has no node of its own and no backward entry."""
+        tensor = first_tensor(output, self.ops.is_tensor)
+        if tensor is None or self.needs_grad(tensor) is False:
+            return
+        if not inplace and any(tensor is pick_at(args, kwargs, where)
+                               for where in tensor_positions(args, kwargs, self.ops.is_tensor)):
+            return
+
+        def on_node(grad_outputs: list[Any], grad_inputs: list[Any]) -> None:
+            self._record_backward(name, grad_outputs, grad_inputs)
+
+        self.hook_grad_node(tensor, on_node)
+
     def _catch_outputs(self, catch: GradCatch, output: Any) -> None:
         outs = [t for t in output_tensors(output, self.ops.is_tensor) if self.needs_grad(t) is not False]
         if outs:
@@ -511,19 +553,39 @@ class CollectorBase:
     # -- saves -------------------------------------------------------------------------------------
 
     def save(self, variable: Any, name: str, save_backward: bool = True) -> None:
-        """``PrecisionDebugger.save``: the variable now, and its gradient(s) when backward reaches them."""
+        """``PrecisionDebugger.save``: the variable now (``{name}.{n}.debug``) and, as msprobe, its gradients
+        in the variable's own nesting (``{name}_grad.{n}.debug``, ``null`` where none came), written once every
+        gradient has come or at the step's end."""
         was, self.busy = self.busy, True
         try:
-            self.session.save_variable(name, variable)
-            if save_backward:
-                single = self.ops.is_tensor(variable)
-                for i, tensor in enumerate(output_tensors(variable, self.ops.is_tensor)):
-                    if self.needs_grad(tensor) is not False:
-                        grad_name = name + "_grad" + ("" if single else f".{i}")
-                        self.hook_output_grads([tensor], lambda grads, n=grad_name: self._guarded(
-                            self.session.save_variable, n, grads[0]))
+            if self.session.save_variable(name, variable) is None or not save_backward:
+                return
+            grad_name = self.session.naming.debug_name(name + "_grad")  # numbered now: in save order
+            grads = SavedGrads(variable, self.ops.is_tensor)
+            waiting = {i for i, tensor in enumerate(grads.tensors) if self.needs_grad(tensor) is not False}
+
+            def write() -> None:
+                if self._open_saves.pop(id(grads), None) is not None:
+                    self._guarded(self.session.save_variable, name, grads.value(), grad_name)
+
+            def arrive(i: int, grad: Any) -> None:
+                grads.arrive(i, grad)
+                waiting.discard(i)
+                if not waiting:
+                    write()
+
+            self._open_saves[id(grads)] = write
+            if not waiting:
+                write()
+            for i in sorted(waiting):
+                self.hook_output_grads([grads.tensors[i]], lambda got, i=i: arrive(i, got[0]))
         finally:
             self.busy = was
+
+    def _write_open_saves(self) -> None:
+        """Step end: the saved variables whose gradients did not all come are written with what came."""
+        for write in list(self._open_saves.values()):
+            write()
 
 
 class CaughtInputs:

@@ -120,9 +120,10 @@ def _object_text(pairs: list[tuple[str, str]]) -> str:
 
 
 def write_step_files(rank_dir: Path, header: dict[str, Any], records: StepRecords,
-                     root: Path | None = None) -> list[Path]:
+                     root: Path | None = None, *, extra_files: bool = True, with_values: bool = True) -> list[Path]:
     """Write the step's files atomically (all temporaries first, then renames, ``dump.json`` last: a step
-    whose dump.json exists is whole); returns the final paths."""
+    whose dump.json exists is whole); returns the final paths. ``extra_files`` False (config ``extra_info``):
+    no stack.json and construct.json; ``with_values`` False (task ``structure``): dump.json's data is ``{}``."""
     head = ",\n".join(f"{_dumps(k)}: {_dumps(v)}" for k, v in header.items())
     files: dict[str, str] = {
         "stack.json": _dumps({str(sid): [records.stack_names.get(sid, []), lines]
@@ -135,8 +136,9 @@ def write_step_files(rank_dir: Path, header: dict[str, Any], records: StepRecord
         debug_head = ",\n".join(f"{_dumps(k)}: {_dumps(v)}" for k, v in debug_header.items())
         files["debug.json"] = "{\n" + debug_head + ',\n"data": ' + _object_text(records.debug) + "\n}\n"
     if records.entries:
-        files["dump.json"] = "{\n" + head + ',\n"data": ' + _object_text(records.entries) + "\n}\n"
-    else:
+        data = _object_text(records.entries) if with_values else "{}"
+        files["dump.json"] = "{\n" + head + ',\n"data": ' + data + "\n}\n"
+    if not records.entries or not extra_files:
         del files["stack.json"], files["construct.json"]
     try:
         _rank_dir(rank_dir, root)

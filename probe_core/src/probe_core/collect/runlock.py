@@ -158,8 +158,10 @@ class RunLock:
         fcntl.flock(self._fd, fcntl.LOCK_SH)  # siblings of this job may now join
 
     def release(self) -> None:
-        """Drop the lock; the last writer of the job removes the lock and marker files (the dump path
-        then holds only step folders, as msprobe's do)."""
+        """Drop the lock; the last writer removes the lock file, and the marker when the run is one process
+        (the dump path then holds only step folders, as msprobe's do). A distributed job keeps its marker: a
+        rank that starts writing after its siblings finished (ranks do not start or end together) must find
+        its own job there, not an earlier run to refuse."""
         if self._fd is None:
             return
         try:
@@ -169,7 +171,8 @@ class RunLock:
         except (ImportError, OSError):
             pass
         else:
-            for name in (MARKER_NAME, LOCK_NAME):
+            single = not job_key().startswith("job ")
+            for name in (MARKER_NAME, LOCK_NAME) if single else (LOCK_NAME,):
                 try:
                     os.unlink(self.root / name)
                 except OSError:

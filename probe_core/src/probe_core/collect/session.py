@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import tempfile
 import threading
 from collections.abc import Callable
@@ -36,9 +37,11 @@ from typing import Any
 from probe_core.collect.batch import Batch
 from probe_core.collect.encode import ValueEncoder
 from probe_core.collect.filters import EntryFilter
+from probe_core.collect.hotreload import DumpSwitch
 from probe_core.collect.naming import Naming, backward_name
 from probe_core.collect.runlock import RunLock, check_free
 from probe_core.collect.stacks import StackRegistry
+from probe_core.collect.tensor_options import TensorOptions
 from probe_core.collect.tensors import TensorOps
 from probe_core.collect.writer import StepWriter, Summary
 from probe_core.config import ProbeConfig
@@ -70,8 +73,12 @@ class Collection:
         self.task = config.task
         self.with_modules = self.level in ("L0", "mix")
         self.with_apis = self.level in ("L1", "mix")
-        self.with_construct = self.level in ("L0", "mix")
+        # extra_info false: dump.json only, as msprobe (no stack.json, no construct.json)
+        self.with_construct = self.level in ("L0", "mix") and bool(config.extra_info)
         self.with_stack = bool(config.extra_info)
+        #: task structure: the entries' names, parents and stacks, no values (dump.json's data is {}, as msprobe)
+        self.with_values = self.task != "structure"
+        self.switch = DumpSwitch(config)
         self.dump_root = Path(config.dump_path)
         self.rank_fn = rank_fn
         self.stacks = StackRegistry(stack_skip_dirs, stack_skip_files)
@@ -79,14 +86,20 @@ class Collection:
         self.naming = naming = Naming(EntryFilter.from_config(config.step, config.rank, config.list,
                                                               config.scope, config.data_mode))
         self.filter = naming.filter
-        self.writer = StepWriter(self.dump_root, {"task": self.task, "level": self.level, "framework": ops.framework},
-                                 saves_tensors=mode.saves_tensors, save=ops.save, stack_lines=self.stacks.lines,
-                                 policy=mode.entry_policy(config), registry=registry,
-                                 inline=not config.async_dump)
+        header = {"task": self.task, "level": self.level, "framework": ops.framework}
+        if config.top.get("api_backward") == "inputs":  # not msprobe's layout: say so, compare can tell
+            header["api_backward"] = "inputs"
+        self.writer = StepWriter(self.dump_root, header,
+                                 saves_tensors=mode.saves_tensors or bool(config.tensor_list), save=ops.save,
+                                 stack_lines=self.stacks.lines, policy=mode.entry_policy(config), registry=registry,
+                                 inline=not config.async_dump, extra_files=bool(config.extra_info),
+                                 with_values=self.with_values)
         self.run_lock = RunLock(self.dump_root, overwrite=bool(getattr(config, "overwrite", False)))
         self.writer.before_write = self.run_lock.acquire
-        self.batch = Batch(ops, self.writer, self._lock, async_fetch=bool(config.async_dump))
-        self.encoder = ValueEncoder(ops, mode, self.batch)
+        self.batch = Batch(ops, self.writer, self._lock, async_fetch=bool(config.async_dump),
+                           statistics=config.summary_statistics)
+        self.options = TensorOptions(mode, config.slice, config.tensor_list) if TensorOptions.wanted(config) else None
+        self.encoder = ValueEncoder(ops, self.options or mode, self.batch)
         # the call path, straight to its part
         self.api_forward_name = naming.api_forward_name
         self.module_forward_name = naming.module_forward_name
@@ -198,9 +211,20 @@ class Collection:
 
     def _begin_step(self) -> None:
         self.rank = self._read_rank()
-        self.naming.new_step(active=not self.stopped and self.naming.step_wanted(self.step, self.rank))
+        self.naming.new_step(active=not self.stopped and self.switch.poll(self.step)
+                             and self.naming.step_wanted(self.step, self.rank))
         self.batch.clear()
         self.writer.begin_step(self.step, self.rank)
+
+    def poll_switch(self) -> None:
+        """``start()``: a ``dump_enable`` change (one stat() of config.json) applies from here, as msprobe's
+        start() re-reads it; the step boundary checks it too (``probe run`` calls no start())."""
+        if self.switch.path is None:
+            return
+        was = self.switch.enabled
+        if self.switch.poll(self.step) != was:
+            self.naming.active = self.switch.enabled and not self.stopped and \
+                self.naming.step_wanted(self.step, self.rank)
 
     def _read_rank(self) -> int:
         try:
@@ -241,13 +265,24 @@ class Collection:
 
     # -- forward -------------------------------------------------------------------
 
+    def schedule_tokens(self, scheduled_tokens: Any) -> None:
+        """``start(scheduled_tokens={request: n_tokens, ...})`` with ``request_id``: cut dim 0 of every tensor to
+        that request's tokens; a batch without the request is not dumped (this step), as msprobe."""
+        request = self.config.request_id
+        if not request or self.options is None or not isinstance(scheduled_tokens, dict):
+            return
+        if not self.options.request_tokens(request, scheduled_tokens):
+            print(f"probe: request_id {request!r} is not in scheduled_tokens; step {self.step} is not dumped",
+                  file=sys.stderr)
+            self.naming.active = False
+
     def capture_stack(self, depth: int = 2) -> int | None:
         return self.stacks.capture(depth + 1) if self.with_stack else None
 
     def encode_inputs(self, name: str, args: Any, kwargs: dict[str, Any] | None) -> dict[str, Any]:
         """The input half of a forward entry (call before the API runs)."""
         self.batch.current = name
-        if not (self.filter.forward and self.filter.inputs):
+        if not (self.filter.forward and self.filter.inputs and self.with_values):
             return {}
         return {"input_args": self.encoder.encode_args(args, "input"),
                 "input_kwargs": self.encoder.encode_kwargs(kwargs)}
@@ -259,11 +294,11 @@ class Collection:
             return
         batch = self.batch
         batch.current = name
-        if self.filter.outputs:
+        if self.filter.outputs and self.with_values:
             entry["output"] = self.encoder.encode_output(output)
-        if parameters is not None and self.filter.inputs:
-            entry["parameters"] = {key: self.encoder.encode(value, f"parameters.{key}")
-                                   for key, value in parameters.items()}
+            if parameters is not None:  # written with the output, as msprobe: data_mode input leaves them out
+                entry["parameters"] = {key: self.encoder.encode(value, f"parameters.{key}")
+                                       for key, value in parameters.items()}
         batch.queue("e", name, entry, parent, self.with_construct, sid)
         if parent is None:
             self._flush_top(name.startswith(MODULE_PREFIXES))  # a top-level call finished: a crash keeps it
@@ -276,12 +311,14 @@ class Collection:
             return
         with self._lock:
             name = backward_name(forward_name)
+            if not self.filter.backward_in_scope(name):
+                return
             parent, sid = self.naming.forward_of(forward_name)
             self.batch.current = name
             entry: dict[str, Any] = {}
-            if self.filter.inputs:
+            if self.filter.inputs and self.with_values:
                 entry["input"] = self.encoder.encode_args(grad_outputs, "input")
-            if self.filter.outputs:
+            if self.filter.outputs and self.with_values:
                 entry["output"] = self.encoder.encode_args(grad_inputs, "output")
             back_parent = backward_name(parent) if parent else None
             self.batch.queue("e", name, entry, back_parent, self.with_construct, sid)
@@ -290,24 +327,25 @@ class Collection:
 
     def record_params_grad(self, prefix: str, grads: dict[str, Any], sid: int | None = None) -> None:
         """``{prefix}.parameters_grad.{n}`` with ``{param: [grad]}`` (not in construct.json, like msprobe)."""
-        if not (self.naming.active and self.filter.backward):
+        if not (self.naming.active and self.filter.backward and self.with_values):
             return
         with self._lock:
             name = self.naming.params_grad_name(prefix)
-            if name is None:
+            if name is None or not self.filter.in_scope_now():
                 return
             self.batch.current = name
             if sid is None:
                 sid = self.naming.forward_of(f"{prefix}.forward.0")[1]
-            entry = {key: [self.encoder.encode(value, f"{key}.0")] for key, value in grads.items()}
+            entry = {key: [self.encoder.encode(value, key)] for key, value in grads.items()}  # file: ...weight.pt, as msprobe
             self.batch.queue("e", name, entry, None, False, sid)
 
-    def save_variable(self, name: str, value: Any) -> str | None:
-        """``PrecisionDebugger.save``: a ``{name}.{n}.debug`` entry of debug.json."""
+    def save_variable(self, name: str, value: Any, entry_name: str | None = None) -> str | None:
+        """``PrecisionDebugger.save``: a ``{name}.{n}.debug`` entry of debug.json (``entry_name``: one numbered
+        before, as a gradient's ``{name}_grad.{n}.debug``)."""
         if not self.naming.active:
             return None
         with self._lock:
-            entry_name = self.naming.debug_name(name)
+            entry_name = entry_name or self.naming.debug_name(name)
             self.batch.current = entry_name
             self.batch.queue("d", entry_name, self.encoder.encode(value, ""), None, False, None)
             return entry_name

@@ -71,8 +71,11 @@ class StepWriter:
 
     def __init__(self, dump_root: Path, header: dict[str, Any], *, saves_tensors: bool,
                  save: Callable[[Any, str], None], stack_lines: Callable[[int], list[str]],
-                 policy: EntryPolicy | None, registry: Any, inline: bool = False) -> None:
+                 policy: EntryPolicy | None, registry: Any, inline: bool = False, extra_files: bool = True,
+                 with_values: bool = True) -> None:
         self.dump_root = dump_root
+        self._extra_files = extra_files  # stack.json and construct.json (config extra_info)
+        self._with_values = with_values  # False: task structure, dump.json's data is {}
         self._header_base = header
         self._saves_tensors = saves_tensors
         self._save = save
@@ -199,7 +202,8 @@ class StepWriter:
             state.journal.close(remove=True)
             return
         self._prepare()
-        paths = write_step_files(state.rank_dir, self._header(state), state.records, self.dump_root)
+        paths = write_step_files(state.rank_dir, self._header(state), state.records, self.dump_root,
+                                 extra_files=self._extra_files, with_values=self._with_values)
         state.journal.close(remove=True)
         self.summary.steps.add(state.step)
         self.summary.ranks.add(state.rank)

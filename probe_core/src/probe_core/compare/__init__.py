@@ -10,8 +10,10 @@ Stable pieces other parts build on:
 * :mod:`probe_core.compare.comparator` — the comparator interface
   (``columns`` + ``compare(LeafPair)``) and ``load_comparators(registry, mode)``;
 * :mod:`probe_core.compare.match` — ``match_entries`` (exact / fuzzy / mapped);
-* :mod:`probe_core.compare.mapping` — layer-mapping YAML and the built-in
-  MindSpore<->PyTorch API table;
+* :mod:`probe_core.compare.mapping` — the built-in MindSpore<->PyTorch tables and
+  msprobe's mapping files (-lm, -cm, -am, -dm);
+* :mod:`probe_core.compare.postprocess` — ``--config`` tensor post-processing;
+* :mod:`probe_core.compare.merge_result` — ``probe merge-result``;
 * :mod:`probe_core.compare.engine` — ``compare_entry`` for one entry,
   ``run_compare(CompareOptions, registry)`` for a whole run.
 """

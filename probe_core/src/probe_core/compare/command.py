@@ -1,19 +1,25 @@
 """``probe compare``: the built-in core command (plugin name ``compare``).
 
 ``probe compare TARGET BENCH -o OUT [--fuzzy] [--mapping YAML] [--rank R] [--step N] [--workers K] [--lenient]``;
-msprobe's spellings ``-tp/--target_path``, ``-gp/--golden_path``,
-``-o/--output_path``, ``-fm/--fuzzy_match``, ``-lm/--layer_mapping`` work too.
+every flag of ``msprobe compare`` (auto mode) is accepted with msprobe's meaning: ``-tp/-gp/-o``,
+``-fm``, ``-lm``, ``-cm``, ``-am``, ``-dm``, ``--xlsx``, ``-da``, ``-tensor_log``, ``-m``,
+``--config`` (tensor post-processing), ``--consistent_check``/``--backend``.
+``-c FILE`` is probe's own config.json here (``--config`` is msprobe's).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import warnings
 from pathlib import Path
 
 from probe_core import hookimpl
 from probe_core.errors import CompareError
 from probe_core.specs import CommandSpec
+
+#: msprobe's ``--mode`` values; probe compares framework dumps, which is msprobe's ``auto``.
+MODES = ("auto", "offline_data", "torchair", "offline_model", "atb")
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:
@@ -22,19 +28,55 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-tp", "--target_path", "--target-path", dest="target_path", help="target dump (msprobe spelling)")
     parser.add_argument("-gp", "--golden_path", "--golden-path", dest="golden_path", help="bench dump (msprobe spelling)")
     parser.add_argument("-o", "--output_path", "--output-path", "--output", dest="output", default="./compare_output",
-                        help="folder for compare_result_rank{R}_step{N}.csv/.xlsx and summary.json")
+                        help="folder for compare_result_rank{R}_{timestamp}.csv (.xlsx with --xlsx) and summary.json")
+    parser.add_argument("-m", "--mode", choices=MODES, default="auto",
+                        help="msprobe's comparison mode; probe compares framework dumps (auto)")
+    parser.add_argument("--xlsx", dest="xlsx", action="store_true",
+                        help="also write the result as .xlsx (highlighted rows); CSV only by default, as msprobe")
+    parser.add_argument("--no-xlsx", dest="xlsx", action="store_false", help=argparse.SUPPRESS)  # the old default
     parser.add_argument("-fm", "--fuzzy", "--fuzzy_match", dest="fuzzy", action="store_true",
                         help="ignore call counts: match calls in order within the same parent")
-    parser.add_argument("--mapping", "-lm", "--layer_mapping", dest="mapping", metavar="YAML",
-                        help="layer/API name map (msprobe layer-mapping YAML; sections 'api' and 'module' too)")
-    parser.add_argument("--rank", type=int, action="append", help="compare only this rank (repeatable)")
-    parser.add_argument("--step", type=int, action="append", help="compare only this step (repeatable)")
+    parser.add_argument("--mapping", "-lm", "--layer_mapping", dest="mapping", metavar="YAML", nargs="?", const=True,
+                        help="layer/API name map (msprobe layer-mapping YAML; sections 'api' and 'module' too); "
+                             "without a file: the built-in MindSpore<->PyTorch tables only")
+    parser.add_argument("-cm", "--cell_mapping", dest="cell_mapping", metavar="YAML", nargs="?", const=True,
+                        help="Cell->Module names: {target cell name: bench module name}; without a file only "
+                             "Cell.->Module. and the built-in class table")
+    parser.add_argument("-am", "--api_mapping", dest="api_mapping", metavar="YAML", nargs="?", const=True,
+                        help="MindSpore->PyTorch API names: the built-in table, plus a YAML list of "
+                             "{ms_api, pt_api, ms_args, pt_args, ms_outputs, pt_outputs} when given")
+    parser.add_argument("-dm", "--data_mapping", dest="data_mapping", metavar="YAML",
+                        help="{target tensor or entry name: bench tensor or entry name}, e.g. "
+                             "'Functional.linear.0.forward.input.0: Functional.linear.0.forward.input.1'")
+    parser.add_argument("-da", "--diff_analyze", action="store_true",
+                        help="also write diff_analyze_{ns}.json: the first divergent entry of each rank")
+    parser.add_argument("-tensor_log", "--is_print_compare_log", dest="tensor_log", action="store_true",
+                        help="print one line per compared entry (result and main metric)")
+    parser.add_argument("--config", dest="postprocess", metavar="YAML",
+                        help="msprobe's tensor post-process config (right_matmul / left_matmul / "
+                             "left_right_matmul calibration tensors, tensor mode); probe's config.json is -c")
+    parser.add_argument("--consistent_check", action="store_true",
+                        help="train vs inference dumps: module names of --backend are mapped")
+    parser.add_argument("--backend", choices=("fsdp", "megatron"), help="training backend for --consistent_check")
+    parser.add_argument("--rank", type=_ints, action="append", help="compare only this rank (repeatable, or 0,1)")
+    parser.add_argument("--step", type=_ints, action="append", help="compare only this step (repeatable, or 0,1)")
     parser.add_argument("--workers", type=int, default=1, metavar="K",
                         help="processes comparing entries/tensor files in parallel (default 1)")
     parser.add_argument("--lenient", action="store_true",
                         help="read what is readable of damaged dumps (warn), mark missing tensor files as errors")
-    parser.add_argument("--no-xlsx", dest="xlsx", action="store_false", help="write the CSV only")
     parser.add_argument("--quiet", action="store_true", help="no progress bar and no summary table")
+
+
+def _ints(text: str) -> list[int]:
+    """``--rank 3`` or msprobe's ``--rank 0,1``."""
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give integers, e.g. 0 or 0,1") from None
+
+
+def _flat(values: list[list[int]] | None) -> list[int] | None:
+    return [v for group in values for v in group] if values else None
 
 
 def _paths(args: argparse.Namespace) -> tuple[Path, Path]:
@@ -48,6 +90,21 @@ def _paths(args: argparse.Namespace) -> tuple[Path, Path]:
     return Path(target), Path(bench)
 
 
+def _path_or_flag(value):
+    return Path(value) if isinstance(value, str) else value
+
+
+def _warn_unsupported(args: argparse.Namespace) -> None:
+    from probe_core.plugins import ProbeWarning
+
+    if args.mode != "auto":
+        warnings.warn(f"-m {args.mode}: msprobe's {args.mode} mode compares CANN/ATB/torchair/offline-model "
+                      "data, which needs Ascend tools this machine does not have; probe compares the two paths "
+                      "as framework dumps (auto mode)", ProbeWarning, stacklevel=2)
+    if args.backend and not args.consistent_check:
+        warnings.warn("--backend only matters with --consistent_check; ignored", ProbeWarning, stacklevel=2)
+
+
 def _run(args: argparse.Namespace) -> int:
     from probe_core.compare.engine import CompareOptions, run_compare
     from probe_core.compare.output import print_summary
@@ -55,18 +112,42 @@ def _run(args: argparse.Namespace) -> int:
     target, bench = _paths(args)
     if args.workers < 1:
         raise CompareError(f"--workers {args.workers}: give 1 or more")
+    _warn_unsupported(args)
     options = CompareOptions(
         target=target, bench=bench, output=Path(args.output), fuzzy=args.fuzzy,
-        mapping=Path(args.mapping) if args.mapping else None, ranks=args.rank, steps=args.step,
+        mapping=_path_or_flag(args.mapping), ranks=_flat(args.rank), steps=_flat(args.step),
         workers=min(args.workers, os.cpu_count() or 1) if args.workers > 1 else 1, lenient=args.lenient,
-        xlsx=args.xlsx, progress=not args.quiet)
+        xlsx=args.xlsx, progress=not args.quiet and not args.tensor_log,
+        data_mapping=_path_or_flag(args.data_mapping), cell_mapping=_path_or_flag(args.cell_mapping),
+        api_mapping=_path_or_flag(args.api_mapping), tensor_log=args.tensor_log, diff_analyze=args.diff_analyze,
+        postprocess=_path_or_flag(args.postprocess),
+        consistent_backend=(args.backend or "any") if args.consistent_check else None)
     summary = run_compare(options, args.registry)
     if not args.quiet:
         print_summary(summary)
     return 0
 
 
+def _configure_merge(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-i", "--input_dir", "--input-dir", dest="input_dir", required=True, metavar="DIR",
+                        help="folder of per-rank compare results (compare_result_rank{R}_{timestamp}.xlsx/.csv)")
+    parser.add_argument("-o", "--output_dir", "--output-dir", dest="output_dir", required=True, metavar="DIR",
+                        help="folder for multi_ranks_compare_merge_{timestamp}.xlsx")
+    parser.add_argument("-config", "--config-path", dest="merge_config", required=True, metavar="YAML",
+                        help="api: [APIs whose rows to merge]; compare_index: [metrics] (optional)")
+
+
+def _run_merge(args: argparse.Namespace) -> int:
+    from probe_core.compare.merge_result import merge_results
+
+    path = merge_results(Path(args.input_dir), Path(args.output_dir), Path(args.merge_config))
+    print(f"merged results: {path}")
+    return 0
+
+
 @hookimpl
 def probe_commands() -> list[CommandSpec]:
     return [CommandSpec("compare", "compare two dumps: per-tensor metrics, pass/warning/error, first divergence",
-                        _configure, _run)]
+                        _configure, _run),
+            CommandSpec("merge-result", "merge per-rank compare results into one table per metric (msprobe's "
+                        "merge_result)", _configure_merge, _run_merge)]

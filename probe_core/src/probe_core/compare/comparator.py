@@ -61,6 +61,8 @@ class LeafPair:
     npu_path: Path | None = None
     bench_path: Path | None = None
     cache: dict[str, Any] = field(default_factory=dict)
+    #: ``--config`` tensor post-processing: ``{(side, data_name): [(direction, calibration file), ...]}``
+    postprocess: Mapping[tuple[str, str], Sequence[tuple[str, str]]] | None = None
 
 
 class Comparator(Protocol):

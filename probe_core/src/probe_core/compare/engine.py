@@ -23,7 +23,9 @@ from typing import Any
 
 from probe_core.compare import output
 from probe_core.compare.comparator import LeafPair, LoadedComparator, known_modes, load_comparators
-from probe_core.compare.mapping import NameMap, builtin_map, load_mapping
+from probe_core.compare.mapping import (NameMap, builtin_map, consistent_check_map, load_api_mapping,
+                                       load_cell_mapping, load_data_mapping, load_mapping)
+from probe_core.compare.postprocess import load_postprocess
 from probe_core.compare.divergence import DivergenceTracker
 from probe_core.compare.match import Match, Matcher, match_entries
 from probe_core.compare.rules import ERROR, PASS, UNMATCHED, WARNING, RowResult, io_differences, judge_entry
@@ -42,13 +44,22 @@ class CompareOptions:
     bench: Path
     output: Path
     fuzzy: bool = False
-    mapping: Path | None = None
+    mapping: Path | bool | None = None  # -lm/--mapping YAML, or True: the built-in tables only
     ranks: Sequence[int] | None = None
     steps: Sequence[int] | None = None
     workers: int = 1
     lenient: bool = False
-    xlsx: bool = True
+    xlsx: bool = False
     progress: bool = True
+    stamp: str = ""  # the 14-digit time in the result file names (set by run_compare)
+    step_folders: bool = False  # results of several steps go to OUT/step{N}/ (set by run_compare)
+    data_mapping: Path | None = None
+    cell_mapping: Path | bool | None = None
+    api_mapping: Path | bool | None = None
+    tensor_log: bool = False  # -tensor_log: one line per compared entry
+    diff_analyze: bool = False  # -da: diff_analyze_{ns}.json with each rank's first divergent entry
+    postprocess: Path | None = None  # --config: tensor post-process YAML
+    consistent_backend: str | None = None  # --consistent_check [--backend]: "fsdp", "megatron" or "any"
 
 
 @dataclass
@@ -85,7 +96,8 @@ class RankResult:
 # -- one entry ---------------------------------------------------------------------
 
 
-def _pair_leaves(npu: DumpEntry | None, bench: DumpEntry | None) -> list[tuple[TensorMeta | None, TensorMeta | None]]:
+def _pair_leaves(npu: DumpEntry | None, bench: DumpEntry | None,
+                 name_map: NameMap | None = None) -> list[tuple[TensorMeta | None, TensorMeta | None]]:
     npu_leaves = npu.leaves() if npu else []
     bench_leaves = bench.leaves() if bench else []
     if npu is None or bench is None:
@@ -95,7 +107,9 @@ def _pair_leaves(npu: DumpEntry | None, bench: DumpEntry | None) -> list[tuple[T
     pairs, used = [], set()
     for leaf in npu_leaves:
         suffix = leaf.name[cut_n:]
-        other = by_suffix.get(suffix)
+        if name_map is not None:  # parameter names (gamma -> weight), -am argument maps, -dm tensor names
+            suffix = name_map.tensor_suffix(npu.name, bench.name, suffix)
+        other = by_suffix.get(suffix) if suffix is not None and suffix not in used else None
         if other is not None:
             used.add(suffix)
         pairs.append((leaf, other))
@@ -104,14 +118,17 @@ def _pair_leaves(npu: DumpEntry | None, bench: DumpEntry | None) -> list[tuple[T
 
 
 def compare_entry(npu: DumpEntry | None, bench: DumpEntry | None, mode: DataMode,
-                  comparators: Sequence[LoadedComparator], lenient: bool = False) -> EntryOutcome:
+                  comparators: Sequence[LoadedComparator], lenient: bool = False,
+                  name_map: NameMap | None = None, postprocess: Any = None) -> EntryOutcome:
     """Compare one matched entry (either side ``None`` for an unmatched one): metrics, verdicts, divergence.
 
-    The one judge of probe: ``probe compare`` and ``probe graph`` both call it.
+    The one judge of probe: ``probe compare`` and ``probe graph`` both call it. ``name_map`` pairs
+    tensors whose names differ (MindSpore ``gamma`` with PyTorch ``weight``, -am/-dm maps);
+    ``postprocess`` is ``--config``'s tensor post-processing.
     """
     name = (npu or bench).name  # type: ignore[union-attr]
     index = npu.index if npu is not None else bench.index  # type: ignore[union-attr]
-    rows = [RowResult(a, b) for a, b in _pair_leaves(npu, bench)]
+    rows = [RowResult(a, b) for a, b in _pair_leaves(npu, bench, name_map)]
     _check_leaves(rows, npu, bench, lenient)
     if npu is None or bench is None:
         side = "target" if bench is None else "bench"
@@ -122,7 +139,8 @@ def compare_entry(npu: DumpEntry | None, bench: DumpEntry | None, mode: DataMode
     for row in rows:
         if row.npu is None or row.bench is None:
             continue
-        pair = LeafPair(name, row.npu, row.bench, mode.name, npu.tensor_path(row.npu), bench.tensor_path(row.bench))
+        pair = LeafPair(name, row.npu, row.bench, mode.name, npu.tensor_path(row.npu), bench.tensor_path(row.bench),
+                        postprocess=postprocess)
         for comp in comparators:
             try:
                 values = comp.run(pair)
@@ -209,7 +227,8 @@ _WORKER: dict[str, Any] = {}
 
 def _finish(npu: DumpEntry | None, bench: DumpEntry | None) -> EntryOutcome:
     """Compare one entry pair and render its rows; the outcome keeps plain rows, not objects."""
-    outcome = compare_entry(npu, bench, _WORKER["mode"], _WORKER["comparators"], _WORKER["lenient"])
+    outcome = compare_entry(npu, bench, _WORKER["mode"], _WORKER["comparators"], _WORKER["lenient"],
+                            _WORKER["name_map"], _WORKER["postprocess"])
     outcome.rendered = list(render_rows(outcome, _WORKER["columns"], _WORKER["percent"]))
     outcome.row_results = [row.result for row in outcome.rows]
     outcome.rows = []
@@ -287,16 +306,25 @@ def _probe_warning():
     return ProbeWarning
 
 
-def name_map_for(target: RankDump, bench: RankDump, mapping: Path | None) -> NameMap | None:
-    """The name map for this pair: built-in cross-framework table plus ``--mapping``."""
+def name_map_for(target: RankDump, bench: RankDump, options: CompareOptions) -> NameMap | None:
+    """The name map for this pair: the built-in cross-framework tables plus -lm/-cm/-am/-dm/--consistent_check."""
     tf, bf = target.framework, bench.framework
-    if tf and bf and tf != bf and mapping is None:
+    asked = (options.mapping, options.cell_mapping, options.api_mapping, options.data_mapping,
+             options.consistent_backend)
+    if tf and bf and tf != bf and not any(asked):
         raise CompareError(
             f"the target dump is {tf} ({target.dump_file}) and the bench dump is {bf} ({bench.dump_file}): "
-            f"a cross-framework compare needs --mapping MAP.yaml (module/layer name map; APIs such as "
-            f"Mint.matmul <-> Torch.matmul are mapped built-in, an empty file uses only that table)")
-    base = builtin_map(tf, bf)
-    return load_mapping(mapping, base) if mapping is not None else (base if base.active else None)
+            f"a cross-framework compare needs a mapping: -lm (built-in MindSpore<->PyTorch tables), -cm/-am "
+            f"(cell/API maps, optionally with a YAML), or --mapping MAP.yaml (module/layer name map)")
+    name_map = builtin_map(tf, bf)
+    loaders = ((options.mapping, load_mapping), (options.cell_mapping, load_cell_mapping),
+               (options.api_mapping, load_api_mapping), (options.data_mapping, load_data_mapping))
+    for value, loader in loaders:
+        if isinstance(value, (str, Path)):
+            name_map = loader(Path(value), name_map)
+    if options.consistent_backend:
+        name_map = consistent_check_map(options.consistent_backend, name_map)
+    return name_map if name_map.active else None
 
 
 def _label(target: RankDump) -> str:
@@ -305,12 +333,22 @@ def _label(target: RankDump) -> str:
     return f"rank{rank}_step{step}"
 
 
+def result_folder(options: CompareOptions, target: RankDump) -> Path:
+    """Where a rank pair's results go: OUT itself, or OUT/step{N} when the run compares several steps
+    (msprobe's ``merge_result`` reads one folder per step holding one file per rank)."""
+    if not options.step_folders:
+        return options.output
+    folder = options.output / f"step{target.step if target.step is not None else 0}"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
 def compare_ranks(target: RankDump, bench: RankDump, registry, options: CompareOptions,
                   advance: Callable[[int], None] | None = None,
                   on_total: Callable[[int], None] | None = None) -> RankResult:
     """Compare one target rank dump with one bench rank dump; write its CSV/XLSX; return its summary."""
     mode = detect_mode(target, bench, registry)
-    name_map = name_map_for(target, bench, options.mapping)
+    name_map = name_map_for(target, bench, options)
     for dump, side in ((target, "target"), (bench, "bench")):
         if not dump.has_entries:
             raise CompareError(f"the {side} dump {dump.dump_file} has no entries (\"data\" is empty): "
@@ -337,14 +375,16 @@ def compare_ranks(target: RankDump, bench: RankDump, registry, options: CompareO
     columns = output.header(mode, comparators)
     percent = frozenset(c for comp in comparators for c in comp.percent_columns)
     label = _label(target)
-    writer = output.RowWriter(options.output / f"compare_result_{label}", columns, options.xlsx)
+    stem = output.result_stem(result_folder(options, target), target.rank, options.stamp or output.timestamp())
+    writer = output.RowWriter(stem, columns, options.xlsx)
     counts = {PASS: 0, WARNING: 0, ERROR: 0, UNMATCHED: 0}
     row_counts = dict(counts)
     unmatched: dict[str, list[str]] = {"target": [], "bench": []}
     tracker = DivergenceTracker(label)
     done = 0
     _WORKER.update(target=target, bench=bench, mode=mode, comparators=comparators, lenient=options.lenient,
-                   columns=columns, percent=percent)
+                   columns=columns, percent=percent, name_map=name_map,
+                   postprocess=load_postprocess(options.postprocess) if options.postprocess else None)
     try:
         for outcome in outcomes:
             counts[outcome.result] += 1
@@ -353,6 +393,8 @@ def compare_ranks(target: RankDump, bench: RankDump, registry, options: CompareO
             if outcome.result == UNMATCHED:
                 unmatched["target" if outcome.npu_entry is not None else "bench"].append(outcome.name)
             tracker.see(outcome)
+            if options.tensor_log:
+                output.log_outcome(outcome, columns)
             for row in outcome.rendered:
                 writer.write(row)
             done += 1
@@ -405,6 +447,8 @@ def run_compare(options: CompareOptions, registry) -> dict[str, Any]:
     if out.is_symlink():
         raise CompareError(f"-o {out}: is a symbolic link; give a real folder")
     out.mkdir(parents=True, exist_ok=True)
+    steps = {t.step for t, _ in pairs}
+    options = dataclasses.replace(options, stamp=options.stamp or output.timestamp(), step_folders=len(steps) > 1)
     results = _run_pairs(pairs, registry, options)
     modes = sorted({detect_mode(t, b, registry).name for t, b in pairs}) if pairs else []
     firsts = [r.first_divergence for r in results if r.first_divergence]
@@ -421,6 +465,8 @@ def run_compare(options: CompareOptions, registry) -> dict[str, Any]:
         "partial": [path for r in results for path in r.partial],
     }
     output.write_summary(out / "summary.json", summary)
+    if options.diff_analyze:
+        summary["diff_analyze"] = str(output.write_diff_analyze(out, results))
     return summary
 
 

@@ -1,6 +1,12 @@
-"""Name maps between two dumps: the layer-mapping YAML and the built-in MindSpore<->PyTorch API table.
+"""Name maps between two dumps: the built-in MindSpore<->PyTorch tables and msprobe's mapping files.
 
-The YAML is msprobe's layer-mapping format — ``{ClassName: {attribute in the
+* built in: API prefixes (``Mint`` -> ``Torch``), the shipped API table (``data/ms_pt_api.json``, written
+  by ``scripts/gen_ms_pt_api_table.py``), cell classes (``Dense`` -> ``Linear``), parameter names
+  (``gamma`` -> ``weight``);
+* ``-lm``/``--mapping``: the layer-mapping YAML (below); ``-cm``: cell names; ``-am``: API names with
+  argument positions; ``-dm``: entry/tensor names; ``--consistent_check``: train/infer module names.
+
+The layer-mapping YAML is msprobe's format — ``{ClassName: {attribute in the
 target's code: attribute path in the bench's code}}`` — plus two optional
 probe sections::
 
@@ -13,25 +19,49 @@ bench's naming, so that matching can compare keys directly.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from probe_core.errors import CompareError
 
 #: MindSpore API prefixes and their PyTorch counterparts.
 MS_TO_PT_PREFIX = {"Mint": "Torch", "MintFunctional": "Functional", "Tensor": "Tensor", "Cell": "Module",
                    "Functional": "Functional", "Distributed": "Distributed", "Torch": "Torch"}
-#: MindSpore APIs whose PyTorch twin has another name (after the prefix map).
-MS_TO_PT_API = {
-    "Functional.dense": "Functional.linear",
-    "Functional.matmul": "Torch.matmul",
-    "Functional.softmax": "Torch.softmax",
-    "Mint.nn.functional.linear": "Functional.linear",
-    "Tensor.__matmul__": "Tensor.__matmul__",
-}
 #: MindSpore cell classes and their PyTorch module twins.
-MS_TO_PT_CLASS = {"Dense": "Linear", "SequentialCell": "Sequential", "CellList": "ModuleList"}
+MS_TO_PT_CLASS = {"Dense": "Linear", "SequentialCell": "Sequential", "CellList": "ModuleList",
+                  "CellDict": "ModuleDict", "BatchNorm1d": "BatchNorm1d", "Conv2d": "Conv2d"}
+#: MindSpore parameter names and their PyTorch twins (LayerNorm/BatchNorm ``gamma``/``beta``, BatchNorm statistics).
+MS_TO_PT_PARAM = {"gamma": "weight", "beta": "bias", "moving_mean": "running_mean",
+                  "moving_variance": "running_var", "embedding_table": "weight"}
+#: probe's MindSpore -> PyTorch API table (``scripts/gen_ms_pt_api_table.py`` writes it).
+API_TABLE = Path(__file__).with_name("data") / "ms_pt_api.json"
+#: Module names a training backend and an inference engine give the same layer (``--consistent_check``).
+TRAIN_TO_INFER_MODULES = {
+    "megatron": {"word_embeddings": "embed_tokens", "self_attention": "self_attn", "linear_qkv": "qkv_proj",
+                 "q_layernorm": "q_norm", "k_layernorm": "k_norm", "core_attention": "attn",
+                 "linear_proj": "o_proj", "router": "gate", "linear_fc1": "gate_up_proj", "linear_fc2": "down_proj"},
+    "fsdp": {"q_proj": "qkv_proj", "k_proj": "qkv_proj", "v_proj": "qkv_proj", "gate_proj": "gate_up_proj",
+             "up_proj": "gate_up_proj"},
+}
+#: Where an entry name ends inside a tensor name (``Functional.linear.0.forward`` | ``.input.0``).
+_ENTRY_END = re.compile(r"^(.*?\.(?:forward|backward)(?:\.\d+)?|.*?\.parameters_grad\.\d+)(\..+)?$")
+
+
+@lru_cache(maxsize=1)
+def ms_to_pt_api() -> dict[str, str]:
+    """The shipped MindSpore -> PyTorch API table (``{"Functional.dense": "Functional.linear", ...}``)."""
+    return dict(json.loads(API_TABLE.read_text(encoding="utf-8"))["apis"])
+
+
+def split_tensor_name(name: str) -> tuple[str, str]:
+    """``Functional.linear.0.forward.input.0`` -> (``Functional.linear.0.forward``, ``.input.0``)."""
+    found = _ENTRY_END.match(name)
+    return (found.group(1), found.group(2) or "") if found else (name, "")
 
 
 @dataclass
@@ -48,18 +78,54 @@ class NameMap:
     layers: dict[str, dict[str, str]] = field(default_factory=dict)
     modules: dict[str, str] = field(default_factory=dict)
     classes: dict[str, str] = field(default_factory=dict)
+    params: dict[str, str] = field(default_factory=dict)  # parameter names: gamma -> weight
+    cells: dict[str, str] = field(default_factory=dict)  # -cm: {target "path.Class": bench "path.Class"}
+    segments: dict[str, str] = field(default_factory=dict)  # module path segments (--consistent_check)
+    entries: dict[str, str] = field(default_factory=dict)  # -dm: {target entry: bench entry}
+    tensors: dict[str, str] = field(default_factory=dict)  # -dm: {target tensor name: bench tensor name}
+    arguments: dict[str, dict[str, str]] = field(default_factory=dict)  # -am: {target API: {".input.0": ...}}
 
     @property
     def active(self) -> bool:
-        return bool(self.api or self.prefix or self.layers or self.modules or self.classes)
+        return any((self.api, self.prefix, self.layers, self.modules, self.classes, self.params, self.cells,
+                    self.segments, self.entries, self.tensors, self.arguments))
+
+    def cell_name(self, path: str, cls: str) -> tuple[str, str]:
+        """-cm: the target module's ``path.Class`` renamed whole, else by the first fragment that occurs in it."""
+        if not self.cells:
+            return path, cls
+        text = f"{path}.{cls}"
+        if text in self.cells:
+            text = self.cells[text]
+        else:
+            for old, new in self.cells.items():
+                if old in text:
+                    text = text.replace(old, new, 1)
+        head, _, tail = text.rpartition(".")
+        return (head, tail) if head else (path, cls)
+
+    def tensor_suffix(self, target_entry: str, bench_entry: str, suffix: str) -> str | None:
+        """The bench tensor suffix (``.input.1``) for the target's ``suffix`` of a matched entry; ``None``
+        where an -am argument map leaves the tensor out."""
+        mapped = self.tensors.get(target_entry + suffix)
+        if mapped is not None:
+            entry, tail = split_tensor_name(mapped)
+            return tail if entry == bench_entry else None
+        api = target_entry.rsplit(".", 2)[0]
+        if api in self.arguments:
+            return self.arguments[api].get(suffix)
+        if self.params:
+            head, _, last = suffix.rpartition(".")
+            if last in self.params:
+                return f"{head}.{self.params[last]}"
+        return suffix
 
     def api_base(self, base: str) -> str:
         """Map an API base (``Mint.matmul``) into the bench's naming (``Torch.matmul``)."""
         if base in self.api:
             return self.api[base]
         head, _, rest = base.partition(".")
-        mapped = f"{self.prefix.get(head, head)}.{rest}" if rest else base
-        return self.api.get(mapped, mapped)
+        return f"{self.prefix.get(head, head)}.{rest}" if rest else base
 
     def module_prefix(self, prefix: str) -> str:
         return self.prefix.get(prefix, prefix)
@@ -75,7 +141,7 @@ class NameMap:
             if path == old or path.startswith(old + "."):
                 path = new + path[len(old):]
                 break
-        if not self.layers or not path:
+        if not (self.layers or self.segments) or not path:
             return path
         parts = path.split(".")
         mapped: list[str] = []
@@ -83,7 +149,7 @@ class NameMap:
             owner = ".".join(parts[:i])
             classes = [class_of[owner]] if owner in class_of else self._root_classes(class_of)
             replacement = next((self.layers[c][part] for c in classes if part in self.layers.get(c, {})), part)
-            mapped.append(replacement)
+            mapped.append(self.segments.get(replacement, replacement))
         return ".".join(mapped)
 
     def _root_classes(self, class_of: Mapping[str, str]) -> list[str]:
@@ -95,16 +161,106 @@ class NameMap:
 
 
 def builtin_map(target_framework: str, bench_framework: str) -> NameMap:
-    """The built-in API table for a cross-framework compare (empty for the same framework)."""
+    """The built-in tables for a cross-framework compare (empty for the same framework)."""
     if target_framework == bench_framework or not target_framework or not bench_framework:
         return NameMap()
     if (target_framework, bench_framework) == ("mindspore", "pytorch"):
-        return NameMap(api=dict(MS_TO_PT_API), prefix=dict(MS_TO_PT_PREFIX), classes=dict(MS_TO_PT_CLASS))
+        return NameMap(api=ms_to_pt_api(), prefix=dict(MS_TO_PT_PREFIX), classes=dict(MS_TO_PT_CLASS),
+                       params=dict(MS_TO_PT_PARAM))
     if (target_framework, bench_framework) == ("pytorch", "mindspore"):
         inverse_prefix = {"Torch": "Mint", "Module": "Cell", "Functional": "Functional", "Tensor": "Tensor"}
-        inverse_api = {"Functional.linear": "Functional.dense"}
-        return NameMap(api=inverse_api, prefix=inverse_prefix, classes={v: k for k, v in MS_TO_PT_CLASS.items()})
+        inverse_api: dict[str, str] = {}
+        for ms_name, pt_name in ms_to_pt_api().items():
+            inverse_api.setdefault(pt_name, ms_name)
+        for pt_name in [n for n, m in inverse_api.items() if m.partition(".")[2] == n.partition(".")[2]]:
+            del inverse_api[pt_name]  # same op name: the prefix map finds the MindSpore twin (Torch.x -> Mint.x)
+        return NameMap(api=inverse_api, prefix=inverse_prefix, classes={v: k for k, v in MS_TO_PT_CLASS.items()},
+                       params={v: k for k, v in MS_TO_PT_PARAM.items() if k != "embedding_table"})
     return NameMap()
+
+
+def _read_yaml(path: Path, flag: str, shape: str) -> Any:
+    """A mapping file's YAML; one clear error naming the flag, the file and the expected shape."""
+    import yaml
+
+    if not path.is_file():
+        raise CompareError(f"{flag} {path}: no such file; give a YAML file: {shape}")
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise CompareError(f"{flag} {path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    except UnicodeDecodeError as exc:
+        raise CompareError(f"{flag} {path}: invalid UTF-8 byte at byte {exc.start}; save the file as UTF-8") from None
+    except (RecursionError, OSError, ValueError) as exc:
+        why = ("nested too deeply" if isinstance(exc, RecursionError) else
+               f"unreadable ({exc.strerror})" if isinstance(exc, OSError) else f"not a usable value ({exc})"[:160])
+        raise CompareError(f"{flag} {path}: {why}; expected {shape}") from None
+
+
+def _name_pairs(data: Any, path: Path, flag: str, shape: str) -> dict[str, str]:
+    if data is None:
+        return {}
+    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
+        raise CompareError(f"{flag} {path}: expected {shape}")
+    return dict(data)
+
+
+def load_cell_mapping(path: Path, base: NameMap) -> NameMap:
+    """-cm: ``{target cell "path.Class" (or a fragment of it): bench module "path.Class"}``."""
+    shape = "{target cell name: bench module name}, e.g. 'fc1.Dense: fc1.Linear'"
+    base.cells.update(_name_pairs(_read_yaml(path, "-cm", shape), path, "-cm", shape))
+    return base
+
+
+def load_data_mapping(path: Path, base: NameMap) -> NameMap:
+    """-dm: ``{target tensor or entry name: bench tensor or entry name}``."""
+    shape = "{target name: bench name}, e.g. 'Functional.linear.0.forward.input.0: Functional.linear.1.forward.input.0'"
+    for target, bench in _name_pairs(_read_yaml(path, "-dm", shape), path, "-dm", shape).items():
+        (t_entry, t_tail), (b_entry, b_tail) = split_tensor_name(target), split_tensor_name(bench)
+        base.entries[t_entry] = b_entry
+        if t_tail or b_tail:
+            base.tensors[target] = bench
+    return base
+
+
+#: -am keys: (target list, bench list, tensor name part).
+_ARGUMENT_KEYS = (("ms_args", "pt_args", "input"), ("ms_outputs", "pt_outputs", "output"),
+                  ("ms_parameters", "pt_parameters", "parameters"))
+
+
+def load_api_mapping(path: Path, base: NameMap) -> NameMap:
+    """-am FILE: a list of ``{ms_api, pt_api, ms_args, pt_args, ms_outputs, pt_outputs}``; the argument lists
+    pair tensors by position (a target tensor in no list is left unmatched)."""
+    shape = "a list of {ms_api: Functional.x, pt_api: Torch.y, ms_args: [0, 1], pt_args: [1, 0], ...}"
+    data = _read_yaml(path, "-am", shape)
+    if data is None:
+        return base
+    if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
+        raise CompareError(f"-am {path}: expected {shape}")
+    for i, item in enumerate(data):
+        ms_api, pt_api = item.get("ms_api"), item.get("pt_api")
+        if not isinstance(ms_api, str) or not isinstance(pt_api, str):
+            raise CompareError(f"-am {path}: item {i} needs 'ms_api' and 'pt_api' names; expected {shape}")
+        base.api[ms_api] = pt_api
+        suffixes: dict[str, str] = {}
+        for ms_key, pt_key, part in _ARGUMENT_KEYS:
+            ms_list, pt_list = item.get(ms_key) or [], item.get(pt_key) or []
+            if not isinstance(ms_list, list) or not isinstance(pt_list, list) or len(ms_list) != len(pt_list):
+                raise CompareError(f"-am {path}: item {i} ({ms_api}): '{ms_key}' and '{pt_key}' must be lists of "
+                                   "the same length")
+            suffixes.update({f".{part}.{a}": f".{part}.{b}" for a, b in zip(ms_list, pt_list)})
+        if suffixes:
+            base.arguments[ms_api] = suffixes
+    return base
+
+
+def consistent_check_map(backend: str, base: NameMap) -> NameMap:
+    """--consistent_check: the training backend's module names become the inference engine's."""
+    for name in TRAIN_TO_INFER_MODULES if backend == "any" else (backend,):
+        base.segments.update(TRAIN_TO_INFER_MODULES[name])
+    return base
 
 
 def load_mapping(path: str | Path, base: NameMap | None = None) -> NameMap:

@@ -53,6 +53,7 @@ class _Keyer:
         if parsed.kind in ("module", "parameters_grad"):
             prefix, path, cls = parsed.prefix, parsed.module_path, parsed.module_class
             if self.map is not None:
+                path, cls = self.map.cell_name(path, cls)
                 prefix = self.map.module_prefix(prefix)
                 path = self.map.module_path(path, self.class_of)
                 cls = self.map.module_class(cls)
@@ -94,11 +95,14 @@ class Matcher:
         self.by_key: dict[tuple, EntryRef] = {}
         for ref in bench:
             self.by_key.setdefault(bench_keyer.key(ref.name), ref)
+        self.entries = name_map.entries if active else {}  # -dm: named pairs win over keys
+        self.by_name = {ref.name: ref for ref in bench} if self.entries else {}
         self.used: set[int] = set()
 
     def match(self, name: str) -> EntryRef | None:
         """The bench entry for the next target entry ``name``, or ``None``."""
-        other = self.by_key.get(self.target_keyer.key(name))
+        key = self.target_keyer.key(name)
+        other = self.by_name.get(self.entries[name]) if name in self.entries else self.by_key.get(key)
         if other is None or other.index in self.used:
             return None
         self.used.add(other.index)

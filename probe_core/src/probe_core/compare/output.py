@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,17 @@ def header(mode: DataMode, comparators: Sequence[LoadedComparator]) -> list[str]
         columns.append(DATA_NAME)
     seen: set[str] = set()
     return [c for c in columns + extras if not (c in seen or seen.add(c))]
+
+
+def timestamp() -> str:
+    """The local time as msprobe stamps its result files: 14 digits, ``%Y%m%d%H%M%S``."""
+    return time.strftime("%Y%m%d%H%M%S", time.localtime())
+
+
+def result_stem(folder: Path, rank: int | None, stamp: str) -> Path:
+    """``folder/compare_result_rank{R}_{stamp}`` (``compare_result_rank_{stamp}`` for a dump without a
+    rank): msprobe's name, which its ``merge_result`` and ``probe merge-result`` read back."""
+    return folder / f"compare_result_rank{'' if rank is None else rank}_{stamp}"
 
 
 def format_value(value: Any, percent: bool = False) -> Any:
@@ -82,6 +94,27 @@ class RowWriter:
         if self._book is not None:
             self._book.close()
             self._book = None
+
+
+def log_outcome(outcome: Any, columns: Sequence[str]) -> None:
+    """-tensor_log: one line per compared entry: its result, rows and the first metric of its worst row."""
+    metric = columns[len(BASIC_INFO)] if len(columns) > len(BASIC_INFO) else None
+    at = columns.index(metric) if metric else None
+    values = [row[at] for row in outcome.rendered if at is not None and row[at] != NA]
+    shown = f", {metric} {values[0]}" if values else ""
+    print(f"[compare] {outcome.name}: {outcome.result} ({len(outcome.rendered)} tensors{shown})", flush=True)
+
+
+def write_diff_analyze(out: Path, results: Sequence[Any]) -> Path:
+    """-da: ``diff_analyze_{ns}.json``: ``{"rank_{R}": [first divergent entry]}`` per compared rank."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for result in results:
+        rank = result.label.split("_")[0].removeprefix("rank")
+        if result.first_divergence:
+            found.setdefault(f"rank_{rank}", []).append(result.first_divergence)
+    path = out / f"diff_analyze_{time.time_ns()}.json"
+    path.write_text(json.dumps(found, indent=2, default=str), encoding="utf-8")
+    return path
 
 
 def write_summary(path: Path, summary: dict[str, Any]) -> None:

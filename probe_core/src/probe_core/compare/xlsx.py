@@ -19,6 +19,8 @@ from xml.sax.saxutils import escape
 
 MAX_ROWS = 1_048_576
 _ILLEGAL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+_ILLEGAL_SHEET = re.compile(r"[\[\]:*?/\\]")  # characters a sheet name may not hold
+_MAIN = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
 
 _CONTENT_TYPES = (
     '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
@@ -94,15 +96,21 @@ class StreamingXlsx:
         self.letters = [column_letter(i) for i in range(len(self.header))]
         self.zip = zipfile.ZipFile(self.path, "w", zipfile.ZIP_DEFLATED, compresslevel=1)
         self.sheets = 0
+        self.names: list[str] = []
         self._stream = None
         self._row = 0
         self._new_sheet()
 
-    def _new_sheet(self) -> None:
+    def start_sheet(self, name: str) -> None:
+        """Go on in a new sheet called ``name`` (the header row is repeated)."""
+        self._new_sheet(name)
+
+    def _new_sheet(self, name: str | None = None) -> None:
         if self._stream is not None:
             self._stream.write(_SHEET_TAIL.encode())
             self._stream.close()
         self.sheets += 1
+        self.names.append(name or (self.sheet_name if self.sheets == 1 else f"{self.sheet_name}{self.sheets}"))
         self._stream = self.zip.open(f"xl/worksheets/sheet{self.sheets}.xml", "w", force_zip64=True)
         self._stream.write(_SHEET_HEAD.encode())
         self._row = 0
@@ -135,7 +143,7 @@ class StreamingXlsx:
     def close(self) -> None:
         self._stream.write(_SHEET_TAIL.encode())
         self._stream.close()
-        names = [self.sheet_name] + [f"{self.sheet_name}{n}" for n in range(2, self.sheets + 1)]
+        names = [_ILLEGAL_SHEET.sub("_", name)[:31] for name in self.names]
         self.zip.writestr("[Content_Types].xml", _CONTENT_TYPES.format(
             sheets="".join(_SHEET_TYPE.format(n=n) for n in range(1, self.sheets + 1))))
         self.zip.writestr("_rels/.rels", _ROOT_RELS)
@@ -151,3 +159,53 @@ class StreamingXlsx:
         self.zip.writestr("xl/styles.xml", _STYLES.format(nfills=2 + len(self.fills), fills=fills,
                                                           nxfs=2 + len(self.fills), xfs=xfs))
         self.zip.close()
+
+
+def _cell_value(cell: Any, shared: list[str]) -> Any:
+    kind = cell.get("t")
+    if kind == "inlineStr":
+        return "".join(t.text or "" for t in cell.iter(f"{_MAIN}t"))
+    value = cell.find(f"{_MAIN}v")
+    if value is None or value.text is None:
+        return None
+    if kind == "s":
+        return shared[int(value.text)]
+    if kind == "b":
+        return value.text == "1"
+    if kind in ("str", "e"):
+        return value.text
+    number = float(value.text)
+    return int(number) if number.is_integer() and "." not in value.text and "E" not in value.text.upper() else number
+
+
+def _column_index(ref: str) -> int:
+    index = 0
+    for char in ref:
+        if not char.isalpha():
+            break
+        index = index * 26 + ord(char.upper()) - 64
+    return index - 1
+
+
+def read_first_sheet(path: Path) -> list[list[Any]]:
+    """The rows of an XLSX file's first sheet (ours or one pandas/openpyxl wrote), cells as str/int/float/None."""
+    import xml.etree.ElementTree as ET
+
+    with zipfile.ZipFile(path) as book:
+        names = set(book.namelist())
+        shared = []
+        if "xl/sharedStrings.xml" in names:
+            root = ET.fromstring(book.read("xl/sharedStrings.xml"))
+            shared = ["".join(t.text or "" for t in item.iter(f"{_MAIN}t")) for item in root.iter(f"{_MAIN}si")]
+        sheet = "xl/worksheets/sheet1.xml" if "xl/worksheets/sheet1.xml" in names else \
+            sorted(n for n in names if n.startswith("xl/worksheets/sheet"))[0]
+        root = ET.fromstring(book.read(sheet))
+    rows = []
+    for row in root.iter(f"{_MAIN}row"):
+        values: list[Any] = []
+        for cell in row.iter(f"{_MAIN}c"):
+            at = _column_index(cell.get("r", "")) if cell.get("r") else len(values)
+            values.extend([None] * (at - len(values)))
+            values.append(_cell_value(cell, shared))
+        rows.append(values)
+    return rows

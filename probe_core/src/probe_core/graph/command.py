@@ -1,7 +1,8 @@
 """``probe graph``: build or compare model graphs into a ``.vis.db`` for TensorBoard; ``--serve`` shows it.
 
-msprobe's spellings (``-tp/--target_path``, ``-gp/--golden_path``,
-``-o/--output_path``, ``-oc``, ``-fm``, ``-lm``, ``--rank_size``) are accepted.
+Every flag of ``msprobe graph_visualize`` is accepted with its meaning (``-tp/--target_path``,
+``-gp/--golden_path``, ``-o/--output_path``, ``-oc``, ``-fm``, ``-lm``, ``-tensor_log``, ``-progress_log``,
+``--rank_size/--tp/--pp/--vpp/--order``, ``--file_type db|json``).
 """
 
 from __future__ import annotations
@@ -36,6 +37,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     layout.add_argument("--pp", nargs="+", type=int, metavar="N")
     layout.add_argument("--vpp", nargs="+", type=int, metavar="N")
     layout.add_argument("--order", nargs="+", metavar="ORDER", help="rank order, default tp-cp-ep-dp-pp")
+    parser.add_argument("--file_type", "--file-type", choices=("db", "json"), default="db",
+                        help="json: write each merged graph (--rank_size build) as a dump, "
+                             "OUT/step{S}/rank{R}/{construct,dump,stack}.json, instead of the .vis.db")
+    parser.add_argument("-tensor_log", "--is_print_compare_log", dest="tensor_log", action="store_true",
+                        help="print one line per compared node (its bench node and precision index)")
+    parser.add_argument("-progress_log", "--is_print_progress_log", dest="progress_log", action="store_true",
+                        help="print one line per finished graph instead of the progress bar")
     parser.add_argument("--workers", type=int, default=1, metavar="N", help="build graphs in N processes")
     parser.add_argument("--serve", metavar="OUT", help="start TensorBoard (tb-graph-ascend) on OUT on 127.0.0.1")
     parser.add_argument("--port", type=int, default=6006, help="port for --serve (default 6006)")
@@ -91,10 +99,15 @@ def run(args: argparse.Namespace) -> int:
         raise GraphError(f"--workers must be at least 1, got {args.workers}")
     if bench is None and (args.fuzzy or args.layer_mapping is not None):
         raise GraphError("--fuzzy and --layer-mapping need a bench dump (-gp BENCH) to match against")
+    layouts = _layouts(args)
+    if args.file_type == "json" and (layouts is None or bench is not None):
+        raise GraphError("--file_type json writes merged graphs: it needs a build (no -gp) with --rank_size "
+                         "(and --tp/--pp/--vpp); drop it to write the .vis.db")
     options = GraphOptions(overflow=args.overflow, fuzzy=args.fuzzy, layer_mapping=_mapping(args.layer_mapping),
-                           layouts=_layouts(args))
+                           layouts=layouts, json_dir=args.output if args.file_type == "json" else None,
+                           tensor_log=args.tensor_log, progress_log=args.progress_log)
     path, summaries = run_graph(target, bench, Path(args.output), options, workers=args.workers,
-                                registry=args.registry)
+                                registry=args.registry, progress=not (args.progress_log or args.tensor_log))
     print_summary(summaries, str(path), bench is not None)
     return 0
 

@@ -3,9 +3,12 @@
 Default: same name under matched parents (so the whole parent chain agrees).
 ``fuzzy``: within each matched parent, children are paired in call order by
 their name without call counts. ``layer_mapping``: module names are compared
-by their path with the class name ignored, after renaming path segments with
-a YAML map ``{Class: {target_attr: bench_attr}}`` (the class is the parent
-module's, target side); APIs still match by name under matched modules.
+by their path with the class name and the ``Cell``/``Module`` head ignored,
+after renaming path segments with a YAML map ``{Class: {target_attr:
+bench_attr}}`` (the class is the parent module's, target side); APIs under
+matched modules pair in call order by their name, mapped through the built-in
+MindSpore->PyTorch table when the two dumps' frameworks differ, then by op
+name alone (``Mint.mean`` with ``Tensor.mean``).
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from probe_core.compare.mapping import NameMap, builtin_map
 from probe_core.errors import GraphError
-from probe_core.graph.model import Graph, Node
+from probe_core.graph.model import Graph, Node, NodeKind
 from probe_core.graph.names import split_module, without_count
 
 LayerMap = Mapping[str, Mapping[str, str]]
@@ -70,41 +74,88 @@ def _exact_key(node: Node, _: bool) -> Any:
 
 
 def _layer_key(paths: dict[str, str]) -> KeyFn:
+    """Modules by mapped path, direction and count: class and ``Cell``/``Module`` head ignored."""
     def key(node: Node, is_target: bool) -> Any:
         parts = split_module(node.name)
         if parts is None:
             return node.name
-        head, path, _, way, count = parts
-        return (head, paths.get(node.name, path) if is_target else path, way, count)
+        _, path, _, way, count = parts
+        return (paths.get(node.name, path) if is_target else path, way, count)
     return key
 
 
-def _pair_children(target: Node, bench: Node, key: KeyFn, fuzzy: bool, pairs: list[tuple[Node, Node]]) -> None:
+def _api_keys(name_map: NameMap | None) -> tuple[Callable[[Node, bool], Any], Callable[[Node], Any]]:
+    """(by mapped API name, by op name alone) keys of an API node, direction included, counts left out."""
+    def mapped(node: Node, is_target: bool) -> Any:
+        base, _, way = without_count(node.name).rpartition(".")
+        return (name_map.api_base(base) if is_target and name_map is not None else base), way
+
+    def op_only(node: Node) -> Any:
+        base, _, way = without_count(node.name).rpartition(".")
+        return base.partition(".")[2], way
+    return mapped, op_only
+
+
+def _pair_in_order(targets: list[Node], benches: list[Node], key_t: Callable[[Node], Any],
+                   key_b: Callable[[Node], Any], pairs: list[tuple[Node, Node]]) -> tuple[list[Node], list[Node]]:
+    """Pair nodes of equal key in call order; return the unpaired of both sides."""
+    queues: dict[Any, list[Node]] = defaultdict(list)
+    for node in benches:
+        queues[key_b(node)].append(node)
+    left: list[Node] = []
+    for node in targets:
+        queue = queues.get(key_t(node))
+        if queue:
+            pairs.append((node, queue.pop(0)))
+        else:
+            left.append(node)
+    taken = {id(b) for _, b in pairs}
+    return left, [b for b in benches if id(b) not in taken]
+
+
+def _pair_children(target: Node, bench: Node, key: KeyFn, fuzzy: bool, pairs: list[tuple[Node, Node]],
+                   name_map: NameMap | None = None, by_layer: bool = False) -> None:
     if fuzzy:
-        queues: dict[Any, list[Node]] = defaultdict(list)
-        for child in bench.children:
-            queues[without_count(child.name)].append(child)
-        for child in target.children:
-            queue = queues.get(without_count(child.name))
-            if queue:
-                pairs.append((child, queue.pop(0)))
+        _pair_in_order(target.children, bench.children, without_count_of, without_count_of, pairs)
         return
-    by_key = {key(child, False): child for child in bench.children}
+    is_api = lambda node: node.kind == NodeKind.API  # noqa: E731
+    others = [child for child in bench.children if not (by_layer and is_api(child))]
+    by_key = {key(child, False): child for child in others}
     for child in target.children:
+        if by_layer and is_api(child):
+            continue
         other = by_key.get(key(child, True))
         if other is not None:
             pairs.append((child, other))
+    if by_layer:  # APIs under matched modules: by mapped name in call order, then by op name (Mint.mean ~ Tensor.mean)
+        mapped, op_only = _api_keys(name_map)
+        left_t, left_b = _pair_in_order([c for c in target.children if is_api(c)],
+                                        [c for c in bench.children if is_api(c)],
+                                        lambda n: mapped(n, True), lambda n: mapped(n, False), pairs)
+        _pair_in_order(left_t, left_b, op_only, op_only, pairs)
+
+
+def without_count_of(node: Node) -> str:
+    return without_count(node.name)
 
 
 def match_graphs(target: Graph, bench: Graph, *, fuzzy: bool = False,
                  layer_mapping: LayerMap | bool | None = None) -> int:
-    """Link matched nodes (``node.matched`` on both sides); return the number of matched target nodes."""
+    """Link matched nodes (``node.matched`` on both sides); return the number of matched target nodes.
+
+    With ``layer_mapping`` the graphs may come from two frameworks: modules match by path (class and
+    ``Cell``/``Module`` ignored), APIs under matched modules by their name through the built-in
+    MindSpore<->PyTorch table, in call order.
+    """
     for graph in (target, bench):
         for node in graph.nodes.values():
             node.matched = None
     key: KeyFn = _exact_key
-    if layer_mapping is not None and layer_mapping is not False:
+    by_layer = layer_mapping is not None and layer_mapping is not False
+    name_map = None
+    if by_layer:
         key = _layer_key(_mapped_paths(target, layer_mapping if isinstance(layer_mapping, Mapping) else {}))
+        name_map = builtin_map(target.framework, bench.framework)
     pending = [(target.root, bench.root)]
     matched = 0
     while pending:
@@ -112,6 +163,6 @@ def match_graphs(target: Graph, bench: Graph, *, fuzzy: bool = False,
         node.matched, other.matched = other, node
         matched += 1
         pairs: list[tuple[Node, Node]] = []
-        _pair_children(node, other, key, fuzzy, pairs)
+        _pair_children(node, other, key, fuzzy, pairs, name_map, by_layer)
         pending.extend(pairs)
     return matched

@@ -86,6 +86,7 @@ class Graph:
         self.micro_steps = 1
         self.mode = ""  # name of the data mode that reads the dump ("" for a graph built in memory)
         self.dump_file: str | None = None  # the dump.json it was read from (tensor files are found from it)
+        self.framework = ""  # "pytorch" / "mindspore" as dump.json says ("" when unknown)
 
     @property
     def graph_id(self) -> str:

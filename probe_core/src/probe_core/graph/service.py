@@ -19,6 +19,7 @@ from typing import Any
 
 from probe_core.compare.comparator import load_comparators
 from probe_core.errors import GraphError
+from probe_core.graph.export import export_dump
 from probe_core.graph.jobs import GraphJob
 from probe_core.graph.match import match_graphs
 from probe_core.graph.merge import Layout, group_jobs, merge_side
@@ -39,6 +40,9 @@ class GraphOptions:
     fuzzy: bool = False
     layer_mapping: dict[str, dict[str, str]] | bool | None = None
     layouts: tuple[Layout, Layout] | None = None  # (target, bench) parallel layouts to merge
+    json_dir: str | None = None  # --file_type json: write each (merged) graph as a dump under step{S}/rank{R}/
+    tensor_log: bool = False  # -tensor_log: one line per compared node
+    progress_log: bool = False  # -progress_log: one line per finished graph
 
 
 STRUCTURE_TASK = "structure"  # msprobe's task that records the hierarchy only: compared as structure
@@ -60,6 +64,7 @@ def _side(folders: Sequence[RankFolder], source: str, layout: Layout | None, ste
     else:
         graph = merge_side(graphs, layout, registry)
     graph.step, graph.rank, graph.source = step, rank, source
+    graph.framework = graph.framework or graphs[0].framework
     return graph
 
 
@@ -107,12 +112,28 @@ def _run_job(job: GraphJob, options: GraphOptions, registry: Any) -> JobResult:
         match_graphs(target, bench, fuzzy=options.fuzzy, layer_mapping=options.layer_mapping)
         comparators = load_comparators(registry, mode.name) if mode is not None else []
         metrics = score_graphs(target, bench, mode, comparators)
+    if options.tensor_log and bench is not None:
+        _log_nodes(target)
+    if options.json_dir is not None:
+        export_dump(target, Path(options.json_dir) / f"step{job.step}" / f"rank{job.rank}")
+        result.summary = summarize(target, bench)
+        return result
     result.rows.append(graph_rows(target, metrics))
     if bench is not None:
         result.rows.append(graph_rows(bench))
     result.summary = summarize(target, bench)
     result.micro_steps = max(target.micro_steps, bench.micro_steps if bench else 1)
     return result
+
+
+def _log_nodes(target: Graph) -> None:
+    for node in target.preorder():
+        other = node.matched
+        where = f"step{target.step} rank{target.rank}"
+        if other is None:
+            print(f"[graph] {where} {node.name}: no bench node", flush=True)
+        else:
+            print(f"[graph] {where} {node.name} ~ {other.name}: precision index {node.precision_index}", flush=True)
 
 
 _WORKER: dict[str, Any] = {}
@@ -180,6 +201,8 @@ def _run_graph(target_path: str | Path, bench_path: str | Path | None, output_di
         node_colors=node_colors(mode or DataMode()) if compare else None,
         ranks=[job.rank for job in jobs], steps=[job.step for job in jobs],
     )
+    if options.json_dir is not None:
+        return Path(options.json_dir), [r.summary for r in results if r.summary is not None]
     stamp = time.strftime("%Y%m%d%H%M%S")
     kind = "compare" if compare else "build"
     name, n = f"{kind}_{stamp}.vis.db", 0
@@ -188,6 +211,12 @@ def _run_graph(target_path: str | Path, bench_path: str | Path | None, output_di
         name = f"{kind}_{stamp}_{n}.vis.db"
     path = write_vis_db(Path(output_dir) / name, [rows for r in results for rows in r.rows], config)
     return path, [r.summary for r in results if r.summary is not None]
+
+
+def _log_progress(options: GraphOptions, job: GraphJob, done: int, total: int) -> None:
+    if options.progress_log:
+        print(f"[graph] {done}/{total} graphs done ({100 * done // total}%): step{job.step} rank{job.rank}",
+              flush=True)
 
 
 def _execute(jobs: list[GraphJob], options: GraphOptions, workers: int, registry: Any,
@@ -202,15 +231,17 @@ def _execute(jobs: list[GraphJob], options: GraphOptions, workers: int, registry
             for job in jobs:
                 results.append(run_job(job, options, registry))
                 bar.advance(task)
+                _log_progress(options, job, len(results), len(jobs))
             return results
         _WORKER["registry"] = registry
         try:
             with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
                 futures = [pool.submit(_run_job_in_worker, job, options) for job in jobs]
                 results = []
-                for future in futures:
+                for job, future in zip(jobs, futures):
                     results.append(future.result())
                     bar.advance(task)
+                    _log_progress(options, job, len(results), len(jobs))
                 return results
         finally:
             _WORKER.clear()

@@ -76,8 +76,9 @@ def load_graph(where: RankFolder, source: str = "NPU", registry: Any = None) -> 
                              "(APIs only): re-dump with level L0 or mix to get the model structure")
         data = {entry.name: entry.data for entry in dump.entries()}
         mode = dump.mode(registry).name if registry is not None and data else ""
+        framework = dump.framework or ""
         graph = build_graph(construct, data, dump.stacks, rank=where.rank, step=where.step, source=source,
                             task=dump.task, dump_dir=dump.header.get("dump_data_dir"),
                             where=str(folder / "construct.json"))
-    graph.mode, graph.dump_file = mode, str(where.dump_file)
+    graph.mode, graph.dump_file, graph.framework = mode, str(where.dump_file), framework
     return graph

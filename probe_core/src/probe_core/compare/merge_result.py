@@ -1,0 +1,148 @@
+"""``probe merge-result``: one table per metric across the ranks' compare results (msprobe's ``merge_result``).
+
+Input: a folder holding one compare result per rank, named as probe and msprobe name them,
+``compare_result_rank{R}_{14-digit timestamp}.xlsx`` (``.csv`` too: probe's default); a YAML::
+
+    api: [Distributed.all_reduce, Functional.linear]      # whose rows to merge (NPU Name holds "{api}.")
+    compare_index: [Max diff, Cosine]                      # optional: default every metric of the mode
+
+Output: ``multi_ranks_compare_merge_{timestamp}.xlsx``, one sheet per metric, a row per tensor name and a
+column per rank (``rank0``, ``rank1``, ...). Where a metric is ``N/A``, ``unsupported`` or ``Nan`` (a
+non-tensor argument such as a process group) the cell shows both sides' max instead, as msprobe does.
+Single-rank results (``compare_result_rank_{timestamp}``) need no merge and are skipped; md5 results hold
+no metric and are refused.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+from probe_core.compare.output import NA
+from probe_core.compare.xlsx import StreamingXlsx, read_first_sheet
+from probe_core.errors import CompareError
+
+RESULT_NAME = re.compile(r"^compare_result_rank(\d*)(?:-rank\d+)?_(\d{14})\.(xlsx|csv)$")
+STATISTICS_INDEX = ("Max diff", "Min diff", "Mean diff", "L2norm diff", "MaxRelativeErr", "MinRelativeErr",
+                    "MeanRelativeErr", "NormRelativeErr")
+TENSOR_INDEX = ("Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio",
+                "Five Thousandths Err Ratio")
+CONSISTENT = "Requires_grad Consistent"
+NO_VALUE = (NA, "unsupported", "Nan", "", None)
+
+
+def _warn(message: str) -> None:
+    from probe_core.plugins import ProbeWarning
+
+    warnings.warn(message, ProbeWarning, stacklevel=3)
+
+
+def result_files(folder: Path) -> dict[int, Path]:
+    """``{rank: result file}`` in ``folder``: the newest per rank, XLSX before CSV of the same stamp."""
+    if not folder.is_dir():
+        raise CompareError(f"-i {folder}: no such folder; give the folder probe compare (or msprobe compare) wrote")
+    found: dict[int, tuple[str, int, Path]] = {}
+    for path in sorted(folder.iterdir()):
+        match = RESULT_NAME.match(path.name)
+        if match is None:
+            continue
+        rank, stamp, suffix = match.groups()
+        if rank == "":
+            _warn(f"{path}: a single-rank result (no rank number) needs no merge; skipped")
+            continue
+        key = (stamp, suffix == "xlsx")
+        if int(rank) not in found or key > found[int(rank)][:2]:
+            found[int(rank)] = (*key, path)  # type: ignore[assignment]
+    if len(found) < 2:
+        raise CompareError(f"-i {folder}: {len(found)} per-rank compare result(s) (compare_result_rank{{R}}_"
+                           "{timestamp}.xlsx/.csv); merging needs the results of two ranks or more")
+    return {rank: entry[2] for rank, entry in sorted(found.items())}
+
+
+def read_table(path: Path) -> list[dict[str, Any]]:
+    if path.suffix == ".csv":
+        with open(path, newline="", encoding="utf-8") as handle:
+            return [{k: _number(v) for k, v in row.items()} for row in csv.DictReader(handle)]
+    rows = read_first_sheet(path)
+    if not rows:
+        return []
+    header = [str(h) for h in rows[0]]
+    return [dict(zip(header, row + [None] * (len(header) - len(row)))) for row in rows[1:]]
+
+
+def _number(text: str) -> Any:
+    """A CSV cell as the number it spells (as the XLSX holds it), else the text."""
+    try:
+        return float(text) if text.strip() not in ("", "nan", "inf", "-inf") else text
+    except ValueError:
+        return text
+
+
+def read_config(path: Path) -> tuple[list[str], list[str]]:
+    """(api names, compare indexes) of the merge YAML."""
+    from probe_core.compare.mapping import _read_yaml
+
+    shape = "api: [Distributed.all_reduce, ...] and optionally compare_index: [Max diff, ...]"
+    data = _read_yaml(path, "-config", shape)
+    if not isinstance(data, dict) or not data.get("api"):
+        raise CompareError(f"-config {path}: key 'api' is missing or empty; expected {shape}")
+    apis, indexes = data.get("api"), data.get("compare_index") or []
+    for key, value in (("api", apis), ("compare_index", indexes)):
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise CompareError(f"-config {path}: key '{key}' must be a list of names; expected {shape}")
+    return apis, indexes
+
+
+def _mode_indexes(header: list[str], path: Path) -> tuple[str, ...]:
+    if "Max diff" in header:
+        return STATISTICS_INDEX + (CONSISTENT,)
+    if "Cosine" in header:
+        return TENSOR_INDEX + (CONSISTENT,)
+    if "NPU MD5" in header:
+        raise CompareError(f"{path}: an md5 compare result holds no metric to merge; merge statistics or tensor "
+                           "compare results")
+    raise CompareError(f"{path}: not a compare result (no 'Max diff' or 'Cosine' column)")
+
+
+def merge_results(folder: Path, output: Path, config: Path) -> Path:
+    """Merge the per-rank results in ``folder`` as ``config`` asks; return the XLSX written in ``output``."""
+    apis, wanted = read_config(config)
+    files = result_files(folder)
+    tables = {rank: read_table(path) for rank, path in files.items()}
+    first = next(iter(tables.values()))
+    header = list(first[0]) if first else []
+    allowed = _mode_indexes(header, files[min(files)])
+    bad = [index for index in wanted if index not in allowed]
+    if bad:
+        raise CompareError(f"-config {config}: compare_index {bad} is not a metric of these results; "
+                           f"choose from {list(allowed)}")
+    indexes = wanted or list(allowed)
+    patterns = [re.compile(re.escape(api + ".")) for api in apis]
+    merged: dict[str, dict[str, dict[int, Any]]] = {index: {} for index in indexes}
+    for rank, rows in tables.items():
+        for row in rows:
+            name = str(row.get("NPU Name") or "")
+            if not name or name == NA or not any(p.search(name) for p in patterns):
+                continue
+            for index in indexes:
+                value = row.get(index)
+                if value in NO_VALUE and "NPU max" in row:
+                    value = f"NPU:{row.get('NPU max')}  Bench:{row.get('Bench max')}"
+                merged[index].setdefault(name, {})[rank] = value
+    if not any(merged.values()):
+        raise CompareError(f"-config {config}: none of the APIs {apis} occurs in the results in {folder}")
+    output.mkdir(parents=True, exist_ok=True)
+    path = output / f"multi_ranks_compare_merge_{time.strftime('%Y%m%d%H%M%S')}.xlsx"
+    ranks = sorted(tables)
+    book = StreamingXlsx(path, ["NPU Name"] + [f"rank{r}" for r in ranks], {}, sheet_name=indexes[0])
+    for i, index in enumerate(indexes):
+        if i:
+            book.start_sheet(index)
+        for name, by_rank in merged[index].items():
+            book.write([name] + [by_rank.get(r, NA) for r in ranks])
+    book.close()
+    return path
