@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from tests.collect.helpers import load
+from tests.collect.helpers import load, run_probe
 
 
 class Tiny(nn.Module):
@@ -295,3 +295,6 @@ def test_per_input_backward_layout_is_declared_in_the_header(tmp_path):
     _run(tmp_path / "grad_fn", level="L1")
     assert load(tmp_path / "inputs" / "step0" / "rank0" / "dump.json")["api_backward"] == "inputs"
     assert "api_backward" not in load(tmp_path / "grad_fn" / "step0" / "rank0" / "dump.json")  # msprobe's header
+    compared = run_probe("compare", tmp_path / "inputs", tmp_path / "grad_fn", "-o", tmp_path / "out", cwd=tmp_path)
+    assert compared.returncode == 0, compared.stderr
+    assert 'records API backward as "inputs"' in compared.stderr and 'the same "api_backward"' in compared.stderr

@@ -1,7 +1,7 @@
 """The real msprobe 26.2.0, in a virtual environment of its own beside the project's (never a dependency).
 
 ``msprobe_python()`` builds ``.venv-msprobe/`` at the repository root the first time a test asks for it
-(mindstudio-probe==26.2.0 with the same CPU torch 2.13.0), then reuses it. Where it cannot be installed
+(mindstudio-probe==26.2.0 with the same CPU torch 2.13.0 and mindspore 2.10.0 as the project's), then reuses it. Where it cannot be installed
 (no package index), the tests that need it are skipped with pip's own words.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = Path(os.environ.get("PROBE_TEST_MSPROBE_VENV", ROOT / ".venv-msprobe"))
-PINS = ("mindstudio-probe==26.2.0", "torch==2.13.0", "numpy<2")
+PINS = ("mindstudio-probe==26.2.0", "torch==2.13.0", "mindspore==2.10.0", "numpy<2")  # msprobe's two sides
 
 
 def _stamp() -> Path:

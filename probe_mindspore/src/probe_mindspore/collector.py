@@ -13,6 +13,11 @@ How calls are seen (MindSpore has no global cell hooks and no function mode):
 * backward: tensor inputs go through ``ops.HookBackward`` (an identity whose
   hook sees the gradients w.r.t. the inputs) and outputs get
   ``Tensor.register_hook``; parameter gradients come from ``Parameter.register_hook``.
+  The backward entries take msprobe's MindSpore layout (see :func:`msprobe_backward_layout`):
+  a ``mint``/``ops``/``Tensor`` call passes all its tensor inputs through one
+  identity, so a float input that needs no gradient of its own (the network's
+  input) gets one when another input does; a primitive hooks each input on its
+  own, so its entry lists only the gradients that came, last input first.
 
 Under ``@jit`` or GRAPH_MODE MindSpore compiles the network and ignores every
 Python hook, so collection refuses GRAPH_MODE and says so for ``@jit`` calls.
@@ -59,6 +64,21 @@ def check_pynative() -> None:
                               f"would be empty; {GRAPH_MODE_FIX}")
 
 
+def msprobe_backward_layout(name: str, grad_outputs: list[Any], grad_inputs: list[Any]
+                            ) -> tuple[list[Any], list[Any]]:
+    """A backward entry's gradients as msprobe writes them for MindSpore (``input``: w.r.t. the outputs,
+    ``output``: w.r.t. the inputs).
+
+    msprobe gives each tensor input and output of a ``Primitive.*`` call a hook of its own, and appends
+    each gradient as it arrives: the entry has no ``null`` and its input gradients come last input first
+    (``MatMul(x, w)`` backward: ``[dw, dx]``). Other entries keep one slot per tensor, in argument order.
+    """
+    if not name.startswith("Primitive."):
+        return grad_outputs, grad_inputs
+    came = [grad for grad in grad_outputs if grad is not None]
+    return came, [grad for grad in reversed(grad_inputs) if grad is not None]
+
+
 class MindSporeCollector(CollectorBase):
     """Installs and removes MindSpore hooks; one per :class:`PrecisionDebugger` / ``probe run``."""
 
@@ -76,6 +96,7 @@ class MindSporeCollector(CollectorBase):
         self._primitive_apis: dict[int, str] = {}  # id(primitive) -> "Primitive.{attr}.{Name}"
         self._primitives: list[tuple[Any, type]] = []
         self._patches: list[tuple[Any, str, Any]] | None = None
+        self._api_in_call: str | None = None  # the API whose call is being recorded
 
     # -- models -------------------------------------------------------------------------
 
@@ -102,11 +123,27 @@ class MindSporeCollector(CollectorBase):
 
     # -- backward plumbing ----------------------------------------------------------------
 
-    def needs_grad(self, tensor: Any) -> bool:
-        """A trainable parameter, or a tensor computed from one while gradients are recorded."""
+    def needs_grad(self, tensor: Any) -> bool | None:
+        """A trainable parameter, or a tensor computed from one while gradients are recorded; ``None`` (it
+        gets one if another input of the call does) for any other float input of a non-primitive API."""
+        if tensor.dtype not in mstype.float_type:
+            return False
         if isinstance(tensor, ms.Parameter):
-            return bool(tensor.requires_grad) and tensor.dtype in mstype.float_type
-        return bool(tensor._has_auto_grad()) and tensor.dtype in mstype.float_type
+            return bool(tensor.requires_grad)
+        if tensor._has_auto_grad():
+            return True
+        api = self._api_in_call
+        return None if api is not None and not api.startswith("Primitive.") else False
+
+    def call_api(self, api: str, func: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
+        was, self._api_in_call = self._api_in_call, api
+        try:
+            return super().call_api(api, func, args, kwargs)
+        finally:
+            self._api_in_call = was
+
+    def _record_backward(self, name: str, grad_outputs: list[Any], grad_inputs: list[Any]) -> None:
+        super()._record_backward(name, *msprobe_backward_layout(name, grad_outputs, grad_inputs))
 
     def grad_enabled(self) -> bool:
         return bool(_pynative_executor.grad_flag())

@@ -297,7 +297,19 @@ def detect_mode(target: RankDump, bench: RankDump, registry: Any) -> DataMode:
     if fallback:
         warnings.warn(f"{target.dump_file} is a {a.name} dump and {bench.dump_file} a {b.name} dump: "
                       f"comparing them in {mode.name} mode", _probe_warning(), stacklevel=2)
+    _warn_on_backward_layouts(target, bench)
     return mode
+
+
+def _warn_on_backward_layouts(target: RankDump, bench: RankDump) -> None:
+    """API backward entries hold other tensors under ``api_backward: "inputs"`` (probe's per-input gradients)
+    than in msprobe's layout (the inputs of the first output's grad_fn): their rows cannot agree."""
+    layouts = [str(d.header.get("api_backward") or "grad_fn") for d in (target, bench)]
+    if layouts[0] != layouts[1]:
+        warnings.warn(f'{target.dump_file} records API backward as "{layouts[0]}" and {bench.dump_file} as '
+                      f'"{layouts[1]}": the API backward rows compare different tensors; dump both sides with '
+                      'the same "api_backward" (msprobe\'s layout is "grad_fn", the default)',
+                      _probe_warning(), stacklevel=3)
 
 
 def _probe_warning():
