@@ -12,16 +12,9 @@ The optimizer step runs after ``debugger.stop()``: msprobe records the optimizer
 
 from __future__ import annotations
 
-import csv
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-from tests.interop.msprobe_env import msprobe_cli, run_msprobe_python
+from tests.interop.same_run import dump_both, entries, errors, msprobe_compare_rows, probe_compare_counts, without_bench
 
 pytestmark = pytest.mark.slow
 
@@ -67,48 +60,17 @@ for _ in range(2):
 '''
 
 
-def _dump_both(msprobe: str, tmp_path: Path, task: str) -> tuple[Path, Path]:
-    script = tmp_path / "train.py"
-    script.write_text(SCRIPT, encoding="utf-8")
-    theirs, ours = tmp_path / "msprobe_dump", tmp_path / "probe_dump"
-    done = run_msprobe_python(msprobe, script, "msprobe", task, theirs, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-3000:]
-    env = dict(os.environ, OMP_NUM_THREADS="1")  # as msprobe's run: one thread sums in one order (md5 is bitwise)
-    done = subprocess.run([sys.executable, str(script), "probe", task, str(ours)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return ours, theirs
-
-
-def _rank_folder(dump: Path, step: int) -> Path:
-    (folder,) = [p for p in (dump / f"step{step}").iterdir() if p.is_dir()]  # rank0 (probe), proc{pid} (msprobe)
-    return folder
-
-
 @pytest.mark.parametrize("task", ["statistics", "md5", "tensor"])
 def test_probe_and_msprobe_dumps_of_one_run_compare_clean(msprobe, tmp_path, task):
-    ours, theirs = _dump_both(msprobe, tmp_path, task)
+    ours, theirs = dump_both(msprobe, tmp_path, task, SCRIPT)
     for step in (0, 1):
-        our_data = json.loads((_rank_folder(ours, step) / "dump.json").read_text())["data"]
-        their_data = json.loads((_rank_folder(theirs, step) / "dump.json").read_text())["data"]
-        assert sorted(our_data) == sorted(their_data)  # the same entries: views left out, backward as msprobe's
+        assert sorted(entries(ours, step)) == sorted(entries(theirs, step))  # views left out, backward as msprobe's
 
     # probe compare: every entry on both sides, none in error
-    out = tmp_path / "probe_compare"
-    done = subprocess.run([str(Path(sys.executable).parent / "probe"), "compare", str(ours), str(theirs), "-o",
-                           str(out)], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    counts = json.loads((out / "summary.json").read_text())["counts"]
+    counts = probe_compare_counts(ours, theirs, tmp_path / "probe_compare")
     assert counts["error"] == 0 and counts["unmatched"] == 0 and counts["pass"] >= 40, counts
 
     # msprobe compare, probe's dump as the target: every row has a bench, none is an error
-    out = tmp_path / "msprobe_compare"
-    done = msprobe_cli(msprobe, "compare", "-tp", _rank_folder(ours, 0) / "dump.json",
-                       "-gp", _rank_folder(theirs, 0) / "dump.json", "-o", out, cwd=tmp_path)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    (result,) = out.glob("compare_result_*.csv")
-    with result.open(newline="", encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
+    rows = msprobe_compare_rows(msprobe, ours, theirs, tmp_path / "msprobe_compare")
     assert len(rows) >= 60  # every input, output, parameter and gradient of the 21 entries
-    assert [row["NPU Name"] for row in rows if row["Bench Name"] in ("", "N/A")] == []
-    assert [row["NPU Name"] for row in rows if row["Result"].lower() == "error"] == []
+    assert without_bench(rows) == [] and errors(rows) == []

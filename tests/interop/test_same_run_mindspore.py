@@ -12,17 +12,13 @@ msprobe run takes the Norm from numpy (the only change to msprobe, in its proces
 
 from __future__ import annotations
 
-import csv
-import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.interop.msprobe_env import run_msprobe_python, msprobe_cli
+from tests.interop.same_run import (dump_both, entries, errors, msprobe_compare_rows, probe_compare_counts,
+                                    rank_folder, without_bench)
 
 pytestmark = pytest.mark.slow
 
@@ -67,25 +63,6 @@ for _ in range(2):
 '''
 
 
-def _dump_both(msprobe: str, tmp_path: Path, task: str) -> tuple[Path, Path]:
-    shutil.copy(NET, tmp_path / "ms_net.py")
-    script = tmp_path / "train.py"
-    script.write_text(SCRIPT, encoding="utf-8")
-    theirs, ours = tmp_path / "msprobe_dump", tmp_path / "probe_dump"
-    done = run_msprobe_python(msprobe, script, "msprobe", task, theirs, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-3000:]
-    env = dict(os.environ, OMP_NUM_THREADS="1")  # as msprobe's run: md5 is bitwise
-    done = subprocess.run([sys.executable, str(script), "probe", task, str(ours)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return ours, theirs
-
-
-def _rank_folder(dump: Path, step: int) -> Path:
-    (folder,) = [p for p in (dump / f"step{step}").iterdir() if p.is_dir()]  # rank0 (probe), proc{pid} (msprobe)
-    return folder
-
-
 def _leaf_shapes(value: object, path: str = "") -> dict[str, object]:
     """Every leaf of an entry (``input_args.0``, ``output.1``...) with its shape, or its value when not a tensor."""
     if isinstance(value, dict) and "type" in value:
@@ -101,32 +78,21 @@ def _leaf_shapes(value: object, path: str = "") -> dict[str, object]:
 
 @pytest.mark.parametrize("task", ["statistics", "md5", "tensor"])
 def test_probe_and_msprobe_mindspore_dumps_of_one_run_compare_clean(msprobe, tmp_path, task):
-    ours, theirs = _dump_both(msprobe, tmp_path, task)
+    shutil.copy(NET, tmp_path / "ms_net.py")
+    ours, theirs = dump_both(msprobe, tmp_path, task, SCRIPT)
     for step in (0, 1):
-        our_data = json.loads((_rank_folder(ours, step) / "dump.json").read_text())["data"]
-        their_data = json.loads((_rank_folder(theirs, step) / "dump.json").read_text())["data"]
+        our_data, their_data = entries(ours, step), entries(theirs, step)
         assert sorted(our_data) == sorted(their_data)
         # every leaf at the same place with the same shape: primitive backward gradients last input first
         assert _leaf_shapes(our_data) == _leaf_shapes(their_data)
     if task == "tensor":
-        our_files = {p.name for p in (_rank_folder(ours, 0) / "dump_tensor_data").iterdir()}
-        their_files = {p.name for p in (_rank_folder(theirs, 0) / "dump_tensor_data").iterdir()}
+        our_files = {p.name for p in (rank_folder(ours, 0) / "dump_tensor_data").iterdir()}
+        their_files = {p.name for p in (rank_folder(theirs, 0) / "dump_tensor_data").iterdir()}
         assert our_files == their_files and len(our_files) > 500  # msprobe's names, file for file
 
-    out = tmp_path / "probe_compare"
-    done = subprocess.run([str(Path(sys.executable).parent / "probe"), "compare", str(ours), str(theirs), "-o",
-                           str(out)], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    counts = json.loads((out / "summary.json").read_text())["counts"]
+    counts = probe_compare_counts(ours, theirs, tmp_path / "probe_compare")
     assert counts["error"] == 0 and counts["unmatched"] == 0 and counts["pass"] >= 400, counts  # 208 a step
 
-    out = tmp_path / "msprobe_compare"
-    done = msprobe_cli(msprobe, "compare", "-tp", _rank_folder(ours, 0) / "dump.json",
-                       "-gp", _rank_folder(theirs, 0) / "dump.json", "-o", out, cwd=tmp_path)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    (result,) = out.glob("compare_result_*.csv")
-    with result.open(newline="", encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
+    rows = msprobe_compare_rows(msprobe, ours, theirs, tmp_path / "msprobe_compare")
     assert len(rows) >= 600  # every leaf of the 208 entries
-    assert [row["NPU Name"] for row in rows if row["Bench Name"] in ("", "N/A")] == []
-    assert [row["NPU Name"] for row in rows if row["Result"].lower() == "error"] == []
+    assert without_bench(rows) == [] and errors(rows) == []
