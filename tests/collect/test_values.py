@@ -118,6 +118,25 @@ def test_integer_and_bool_tensors(tmp_path):
     assert mask.tolist() == [True, False, True]
 
 
+def test_float8_tensors_get_statistics_instead_of_killing_the_script(tmp_path):
+    """CPU torch has no amax/amin kernel for float8: the statistics are taken in float32."""
+    from probe_torch import PrecisionDebugger
+
+    debugger = PrecisionDebugger(dump_path=str(tmp_path), level="L1", risk_level="ALL")
+    debugger.start()
+    x = torch.tensor([[0.5, -2.0], [3.0, 0.25]])
+    low = x.to(torch.float8_e4m3fn)
+    back = low.float() * 2
+    debugger.stop()
+    debugger.step()
+    debugger.close()
+    data = load(tmp_path / "step0" / "rank0" / "dump.json")["data"]
+    cast = next(entry for name, entry in data.items() if name.startswith("Tensor.to.0.forward"))["output"][0]
+    assert cast["dtype"] == "torch.float8_e4m3fn"
+    assert (cast["Max"], cast["Min"]) == (3.0, -2.0) and cast["Mean"] == pytest.approx(0.4375)
+    assert back.tolist() == [[1.0, -4.0], [6.0, 0.5]]
+
+
 def test_md5_is_crc32_of_raw_bytes(tmp_path):
     data, live = _run(tmp_path, level="L1", summary_mode="md5")
     record = data["Functional.linear.0.forward"]["input_args"][0]

@@ -136,6 +136,8 @@ def _launch_stats(tensor: torch.Tensor) -> Any:
     if tensor.numel() == 0 or tensor.is_complex() or tensor.is_meta or tensor.layout != torch.strided:
         return None
     t = tensor.detach()  # detached: no autograd graph (cheaper than a no_grad context per tensor)
+    if t.is_floating_point() and t.element_size() == 1:  # float8: most reductions have no kernel for it
+        t = t.float()
     if t.is_floating_point():
         # amax + amin + sum + dot: the cheapest kernels for one read each (measured on CPU: ~40% less
         # than aminmax + mean + vector_norm); mean and norm are finished on the host after the fetch
