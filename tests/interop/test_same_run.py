@@ -6,15 +6,19 @@ under msprobe's PrecisionDebugger in its own venv and once under probe's, with m
 no error, and ``msprobe compare -tp PROBE -gp MSPROBE`` gives every row a bench and no error row, in
 statistics, md5 and tensor mode.
 
-The optimizer step runs after ``debugger.stop()``: msprobe records the optimizer's own tensor calls (six
-``Tensor.add_`` for SGD) when they run between start and stop, probe never does.
+The optimizer step runs after ``debugger.stop()`` and, in a second variant, between start and stop: then both
+tools record the optimizer's own tensor calls (six ``Tensor.add_`` for SGD) under construct.json's ``optimizer``
+node.
 """
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from tests.interop.same_run import dump_both, entries, errors, msprobe_compare_rows, probe_compare_counts, without_bench
+from tests.interop.same_run import (dump_both, entries, errors, msprobe_compare_rows, probe_compare_counts, rank_folder,
+                                    without_bench)
 
 pytestmark = pytest.mark.slow
 
@@ -60,6 +64,12 @@ for _ in range(2):
 '''
 
 
+#: the usual loop with the update recorded: ``start; forward; backward; optimizer.step(); stop; step``
+SCRIPT_UPDATE_RECORDED = SCRIPT.replace("    debugger.stop()\n    optimizer.step()\n",
+                                        "    optimizer.step()\n    debugger.stop()\n")
+assert SCRIPT_UPDATE_RECORDED != SCRIPT
+
+
 @pytest.mark.parametrize("task", ["statistics", "md5", "tensor"])
 def test_probe_and_msprobe_dumps_of_one_run_compare_clean(msprobe, tmp_path, task):
     ours, theirs = dump_both(msprobe, tmp_path, task, SCRIPT)
@@ -73,4 +83,22 @@ def test_probe_and_msprobe_dumps_of_one_run_compare_clean(msprobe, tmp_path, tas
     # msprobe compare, probe's dump as the target: every row has a bench, none is an error
     rows = msprobe_compare_rows(msprobe, ours, theirs, tmp_path / "msprobe_compare")
     assert len(rows) >= 60  # every input, output, parameter and gradient of the 21 entries
+    assert without_bench(rows) == [] and errors(rows) == []
+
+
+@pytest.mark.parametrize("task", ["statistics", "md5"])
+def test_optimizer_step_between_start_and_stop_is_recorded_as_msprobe_does(msprobe, tmp_path, task):
+    ours, theirs = dump_both(msprobe, tmp_path, task, SCRIPT_UPDATE_RECORDED)
+    for step in (0, 1):
+        names = sorted(entries(ours, step))
+        assert names == sorted(entries(theirs, step))
+        assert [n for n in names if n.startswith("Tensor.add_")] == [f"Tensor.add_.{i}.forward" for i in range(6)]
+        construct = json.loads((rank_folder(ours, step) / "construct.json").read_text())
+        assert construct["optimizer"] is None and construct["Tensor.add_.5.forward"] == "optimizer"
+
+    counts = probe_compare_counts(ours, theirs, tmp_path / "probe_compare")
+    assert counts["error"] == 0 and counts["unmatched"] == 0 and counts["pass"] >= 46, counts
+
+    rows = msprobe_compare_rows(msprobe, ours, theirs, tmp_path / "msprobe_compare")
+    assert len(rows) >= 78  # the 21 entries' rows and each add_'s two inputs and output
     assert without_bench(rows) == [] and errors(rows) == []

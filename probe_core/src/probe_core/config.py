@@ -401,13 +401,6 @@ def _fit_to_this_machine(top: Mapping[str, Any], sections: Mapping[str, Mapping[
             _warn(source, f'summary_mode {", ".join(json.dumps(n) for n in skipped)}: counters msprobe computes '
                           "in MindSpore graph-mode kernel dumps on an Ascend NPU; probe writes Max/Min/Mean/Norm "
                           "(those the list names)")
-    if top.get("custom_op_namespaces"):
-        _warn(source, f'custom_op_namespaces {json.dumps(top["custom_op_namespaces"])}: operators under '
-                      "torch.ops.<namespace> (msprobe's default _C_ascend comes with torch_npu) are not recorded by "
-                      "probe yet; the Python-level APIs are")
-    if top.get("load"):
-        _warn(source, 'load: replacing module inputs with the tensors of an earlier dump is not done by probe yet; the '
-                      "run uses its own inputs and is dumped as configured")
     if top.get("enable_dataloader"):
         _warn(source, '"enable_dataloader" is deprecated and ignored; call debugger.step() or use '
                       "probe run, which ends a step at each optimizer step")

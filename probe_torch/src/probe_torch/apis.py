@@ -133,3 +133,30 @@ def python_level_apis(names: ApiNames) -> list[tuple[Any, str, str]]:
             if api is not None and api.endswith("." + attr):
                 found.append((owner, attr, api))
     return found
+
+
+def custom_ops(namespaces: tuple[str, ...]) -> list[tuple[Any, str, str]]:
+    """``(torch.ops.<ns>, op, "<ns>.<op>")`` for each operator registered under the config's
+    ``custom_op_namespaces`` (``torch.library``, C++ extensions, torch_npu's ``_C_ascend``), named as msprobe
+    names them (``<ns>.<op>.<n>.forward``). A namespace nothing is registered under is skipped."""
+    wanted = set(namespaces)
+    ops: dict[str, set[str]] = {}
+    for schema in torch._C._jit_get_all_schemas():
+        namespace, sep, rest = schema.name.partition("::")
+        if sep and namespace in wanted:
+            ops.setdefault(namespace, set()).add(rest)
+    found = []
+    for namespace in namespaces:
+        owner = getattr(torch.ops, namespace)
+        for op in sorted(ops.get(namespace, ())):
+            if hasattr(owner, op):
+                found.append((owner, op, f"{namespace}.{op}"))
+    return found
+
+
+def keep_overloads(wrapper: Any, packet: Any) -> Any:
+    """``torch.ops.ns.op.default`` (and every other overload) still reachable on ``wrapper``: the overloads
+    themselves are not recorded, as with msprobe, but calls through them keep working."""
+    for overload in getattr(packet, "overloads", lambda: [])():
+        setattr(wrapper, overload, getattr(packet, overload))
+    return wrapper

@@ -29,9 +29,11 @@ How calls are seen (chosen by measurement, see ``benchmarks/dump_overhead.py``):
   that change shape or storage (``unsqueeze_``, ``set_``), ``x[i] = v``,
   ``out=`` and collectives get no identity and no backward entry;
 * parameter gradients: ``register_post_accumulate_grad_hook`` per parameter;
-* optimizer steps: global optimizer hooks keep the optimizer's own tensor
-  calls out of the dump (but not a ``closure``'s forward and backward) and,
-  under ``probe run``, end the step at the outermost update;
+* optimizer steps: global optimizer hooks put the optimizer's own tensor
+  calls under construct.json's ``optimizer`` node between start() and stop()
+  (as msprobe); under ``probe run`` they keep them out of the dump (but not a
+  ``closure``'s forward and backward) and end the step at the outermost update;
+* ``custom_op_namespaces``: the operators of ``torch.ops.<ns>`` are patched;
 * ``torch.compile``: code that Dynamo compiles is not recorded (its graph runs
   no Python hooks); the hooks stand aside while it traces, and the regions are
   counted for the end-of-run report.
@@ -53,7 +55,8 @@ from torch.overrides import TorchFunctionMode
 
 from probe_core.collect.calls import is_inplace
 from probe_core.collect.driver import CollectorBase
-from probe_torch.apis import DISTRIBUTED, DUNDERS, SAME_VALUES, ApiNames, python_level_apis
+from probe_torch.apis import (DISTRIBUTED, DUNDERS, SAME_VALUES, ApiNames, custom_ops, keep_overloads,
+                             python_level_apis)
 from probe_torch.ops import TorchTensorOps
 from probe_torch.risk import api_risk
 
@@ -301,6 +304,12 @@ class TorchCollector(CollectorBase):
             self.ops.alias(grad_inputs[0], grad_outputs[0])
         super()._record_backward(name, grad_outputs, grad_inputs)
 
+    def read_saved_tensor(self, path: str, like: torch.Tensor) -> torch.Tensor:
+        loaded = torch.load(path, map_location=like.device, weights_only=True)
+        if like.requires_grad and not loaded.requires_grad and loaded.is_floating_point():
+            loaded.requires_grad_(True)  # the module's backward still reaches its parameters
+        return loaded
+
     # -- install / remove ---------------------------------------------------------------------------
 
     def install_hooks(self) -> None:
@@ -318,6 +327,9 @@ class TorchCollector(CollectorBase):
                     self.patch(torch.Tensor, name, self.wrap_api(f"Tensor.{name}", original))
             for owner, attr, api in python_level_apis(self.names):  # arguments as the user passed them
                 self.patch(owner, attr, self.wrap_api(api, getattr(owner, attr)))
+            for owner, op, api in custom_ops(self.session.config.custom_op_namespaces):
+                packet = getattr(owner, op)
+                self.patch(owner, op, keep_overloads(self.wrap_api(api, packet), packet))
             if dist.is_available():
                 if _WORK is not None:
                     self.patch(_WORK, "wait", self._wait_wrapper(_WORK.wait))

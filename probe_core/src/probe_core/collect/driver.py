@@ -22,14 +22,17 @@ start/stop/step/close and ``save`` — is here, shared by every collector.
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from collections.abc import Callable
 from typing import Any, ClassVar
 
 from probe_core.collect.calls import (GradCatch, ParamGradGather, SavedGrads, first_tensor, is_inplace,
                                       output_tensors, pick_at, replace_at, tensor_positions)
+from probe_core.collect.loading import InputLoader
 from probe_core.collect.session import Collection
 from probe_core.collect.tensors import TensorOps
+from probe_core.plugins import ProbeWarning
 
 _INHERITED = object()  # a class attribute that came from a base class: removing the patch deletes it
 
@@ -67,8 +70,28 @@ class CollectorBase:
         self._await_forward = False
         self._watch_forward = False  # auto_step: each step starts recording at its first forward
         self._optimizer_depth = 0  # optimizer.step calls in progress (an optimizer may wrap another)
+        #: config.json's ``load``: listed module calls take the inputs of an earlier tensor dump
+        self.loader = self._input_loader(config)
         self.modules_seen = False  # a module call started recording: only module calls start a step from now on
         self.forward_seen = False  # recording ever started (probe run: a forward was seen)
+
+    def read_saved_tensor(self, path: str, like: Any) -> Any:
+        """A tensor file of an earlier dump, on ``like``'s device (``load``); None where the framework has none."""
+        raise NotImplementedError
+
+    def _input_loader(self, config: Any) -> InputLoader | None:
+        if not config.load:
+            return None
+        if type(self).read_saved_tensor is CollectorBase.read_saved_tensor or not self.session.with_modules:
+            why = "module calls are recorded only at level L0 or mix" if self.session.with_modules is False \
+                else f"{self.framework} reads no tensor files"
+            warnings.warn(f"load: module inputs are not replaced ({why}); the run uses its own inputs",
+                          ProbeWarning, stacklevel=3)
+            return None
+        loader = InputLoader(config.load, self.read_saved_tensor, self.ops.is_tensor)
+        if not loader.dump_after_load:
+            self.session.dump_nothing()  # msprobe's load-only mode: the inputs are replaced, nothing is dumped
+        return loader
 
     #: Whether the collector sees model forwards at L1 too (a module pre-hook watches for them), so that
     #: ``probe run`` starts recording at the first forward at every level, not only where modules are recorded.
@@ -271,6 +294,7 @@ class CollectorBase:
         self._saved_attrs.clear()
         self._frames.clear()
         self._optimizer_depth = 0
+        self.session.optimizer_update(False)
         self._installed = False
 
     # -- patching -------------------------------------------------------------------
@@ -371,6 +395,9 @@ class CollectorBase:
         name = session.module_forward_name(prefix)
         self.busy = True
         try:
+            given = args
+            if self.loader is not None:
+                args = self._guarded(self.loader.replace, name, args, session.step, session.rank)
             recorded = session.start_forward(name)
             parent = session.current_module()
             sid = session.capture_stack(3) if recorded else None
@@ -380,7 +407,8 @@ class CollectorBase:
                 new_args, _, catch, caught = self._catch_inputs(name, args, {})
             session.enter_module(name)
             self._frames.append((module, (name, recorded, entry, parent, sid, catch, caught)))
-            return new_args if new_args is not args else None
+            args = args if new_args is None else new_args
+            return args if args is not given else None
         finally:
             self.busy = False
 
@@ -432,9 +460,14 @@ class CollectorBase:
     # -- optimizer updates -------------------------------------------------------------------------
 
     def optimizer_enter(self) -> None:
-        """An optimizer update starts: its own tensor calls are no entries (an optimizer may wrap another)."""
+        """An optimizer update starts. Under ``probe run`` it ends the step and its own tensor calls are no
+        entries; between start() and stop() they are, under msprobe's ``optimizer`` node (an optimizer may
+        wrap another: the outermost update counts)."""
         self._optimizer_depth += 1
-        self.busy = True
+        if self.auto_step:
+            self.busy = True
+        elif self._optimizer_depth == 1:
+            self.session.optimizer_update(True)
 
     def optimizer_exit(self) -> None:
         """The outermost update is over: under ``probe run`` the step ends here."""
@@ -442,22 +475,26 @@ class CollectorBase:
             self._optimizer_depth -= 1
         if self._optimizer_depth:
             return
-        if self.auto_step and self.recording:
+        if not self.auto_step:
+            self.session.optimizer_update(False)
+            return
+        if self.recording:
             self.step()  # still busy: the step's last statistics transfer is no entry either
         self.busy = False
 
     def in_closure(self, closure: Callable[..., Any]) -> Callable[..., Any]:
         """``optimizer.step(closure)`` (LBFGS, Lightning's automatic optimisation): the closure's forward and
-        backward are the step's calls, so they are recorded although an update is in progress."""
+        backward are the step's calls, so they are recorded although an update is in progress, with their
+        modules as parents."""
         collector = self
 
         def closure_recorded(*args: Any, **kwargs: Any) -> Any:
-            was = collector.busy
-            collector.busy = False
+            was, node = collector.busy, collector.session.naming.update_node
+            collector.busy, collector.session.naming.update_node = False, None
             try:
                 return closure(*args, **kwargs)
             finally:
-                collector.busy = was
+                collector.busy, collector.session.naming.update_node = was, node
 
         closure_recorded.__wrapped__ = closure
         return closure_recorded

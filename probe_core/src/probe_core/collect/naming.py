@@ -13,6 +13,10 @@ from __future__ import annotations
 from probe_core.collect.filters import EntryFilter
 
 
+#: construct.json parent of the calls an optimizer update makes between start() and stop(), as msprobe's
+OPTIMIZER_NODE = "optimizer"
+
+
 def backward_name(forward_name: str) -> str:
     """``X.3.forward`` → ``X.3.backward``; ``M.forward.0`` → ``M.backward.0``."""
     head, sep, tail = forward_name.rpartition(".forward")
@@ -25,6 +29,7 @@ class Naming:
     def __init__(self, entry_filter: EntryFilter) -> None:
         self.filter = entry_filter
         self.active = False  # this step and rank are recorded
+        self.update_node: str | None = None  # OPTIMIZER_NODE while an optimizer update runs (the calls' parent)
         self.new_step(active=False)
 
     def new_step(self, *, active: bool) -> None:
@@ -33,6 +38,7 @@ class Naming:
         self.counters: dict[str, int] = {}
         self.module_stack: list[str | None] = []
         self._forward_info: dict[str, tuple[str | None, int | None]] = {}  # name -> (parent, stack id)
+        self.nodes_written: set[str] = set()  # construct.json nodes without entries of their own (optimizer)
         self.filter.new_step()
 
     def step_wanted(self, step: int, rank: int) -> bool:
@@ -92,6 +98,8 @@ class Naming:
             self.module_stack.pop()
 
     def current_module(self) -> str | None:
+        if self.update_node is not None:
+            return self.update_node
         for name in reversed(self.module_stack):
             if name is not None:
                 return name

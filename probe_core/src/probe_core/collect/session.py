@@ -38,7 +38,7 @@ from probe_core.collect.batch import Batch
 from probe_core.collect.encode import ValueEncoder
 from probe_core.collect.filters import EntryFilter
 from probe_core.collect.hotreload import DumpSwitch
-from probe_core.collect.naming import Naming, backward_name
+from probe_core.collect.naming import OPTIMIZER_NODE, Naming, backward_name
 from probe_core.collect.runlock import RunLock, check_free
 from probe_core.collect.stacks import StackRegistry
 from probe_core.collect.tensor_options import TensorOptions
@@ -111,6 +111,7 @@ class Collection:
         self.current_module = naming.current_module
         self.flush = self.batch.flush
         self.wait = self.writer.wait
+        self.dumps = True  # False: load-only (see dump_nothing)
         self.step = 0
         self._failed = False
         self._closing = False
@@ -211,10 +212,14 @@ class Collection:
 
     def _begin_step(self) -> None:
         self.rank = self._read_rank()
-        self.naming.new_step(active=not self.stopped and self.switch.poll(self.step)
+        self.naming.new_step(active=self.dumps and not self.stopped and self.switch.poll(self.step)
                              and self.naming.step_wanted(self.step, self.rank))
         self.batch.clear()
         self.writer.begin_step(self.step, self.rank)
+
+    def dump_nothing(self) -> None:
+        """No step writes anything from now on (``load`` without ``dump_after_load``); calls are still counted."""
+        self.dumps = self.naming.active = False
 
     def poll_switch(self) -> None:
         """``start()``: a ``dump_enable`` change (one stat() of config.json) applies from here, as msprobe's
@@ -223,7 +228,7 @@ class Collection:
             return
         was = self.switch.enabled
         if self.switch.poll(self.step) != was:
-            self.naming.active = self.switch.enabled and not self.stopped and \
+            self.naming.active = self.dumps and self.switch.enabled and not self.stopped and \
                 self.naming.step_wanted(self.step, self.rank)
 
     def _read_rank(self) -> int:
@@ -276,6 +281,11 @@ class Collection:
                   file=sys.stderr)
             self.naming.active = False
 
+    def optimizer_update(self, running: bool) -> None:
+        """An optimizer update starts (``running``) or ends between start() and stop(): its calls are entries
+        whose construct.json parent is the ``optimizer`` node (mix level, as msprobe's)."""
+        self.naming.update_node = OPTIMIZER_NODE if running and self.with_construct else None
+
     def capture_stack(self, depth: int = 2) -> int | None:
         return self.stacks.capture(depth + 1) if self.with_stack else None
 
@@ -293,6 +303,9 @@ class Collection:
         if not self.naming.forward_done(name, parent, sid):
             return
         batch = self.batch
+        if parent == OPTIMIZER_NODE and self.with_construct and parent not in self.naming.nodes_written:
+            self.naming.nodes_written.add(parent)
+            batch.queue("c", parent, {}, None, True, None)  # msprobe's root node of the update's calls
         batch.current = name
         if self.filter.outputs and self.with_values:
             entry["output"] = self.encoder.encode_output(output)

@@ -25,7 +25,7 @@ from probe_core.modes import EntryPolicy
 class Pending:
     """One entry waiting in a batch for its statistics."""
 
-    kind: str  # "e" (dump.json) or "d" (debug.json)
+    kind: str  # "e" (dump.json), "d" (debug.json) or "c" (a construct.json node without an entry)
     name: str
     value: dict[str, Any]
     parent: str | None
@@ -281,6 +281,10 @@ class StepWriter:
                     edge = ["c", item.name, item.parent]
                     lines.append(json.dumps(edge))
                     records.add_line(edge)
+            elif item.kind == "c":
+                edge = ["c", item.name, item.parent]
+                lines.append(json.dumps(edge))
+                records.add_line(edge)
             else:
                 lines.append(f'["d", {json.dumps(item.name)}, {text}]')
                 records.add_line(["d", item.name], text)
