@@ -42,4 +42,4 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) .venv-msprobe .venv-msprobe.lock
