@@ -96,6 +96,19 @@ def test_optimizer_step_between_start_and_stop_is_recorded_as_msprobe_does(mspro
         construct = json.loads((rank_folder(ours, step) / "construct.json").read_text())
         assert construct["optimizer"] is None and construct["Tensor.add_.5.forward"] == "optimizer"
 
+    if task == "md5":
+        # msprobe hashes an in-place op's inputs after the op ran: a parameter that Tensor.add_ updates shows
+        # its new value as input.0 (the output's checksum); probe hashes the value the op was given. Every
+        # other checksum agrees.
+        differing = {row["NPU Name"] for row in msprobe_compare_rows(msprobe, ours, theirs, tmp_path / "msprobe")
+                     if row["Result"].lower() == "error"}
+        assert differing and all(n.startswith("Tensor.add_.") and n.endswith(".forward.input.0") for n in differing)
+        ours0, theirs0 = entries(ours, 0), entries(theirs, 0)
+        for name in differing:
+            entry = name.removesuffix(".input.0")
+            assert theirs0[entry]["input_args"][0]["md5"] == theirs0[entry]["output"][0]["md5"]
+            assert ours0[entry]["output"][0]["md5"] == theirs0[entry]["output"][0]["md5"]
+        return
     counts = probe_compare_counts(ours, theirs, tmp_path / "probe_compare")
     assert counts["error"] == 0 and counts["unmatched"] == 0 and counts["pass"] >= 46, counts
 
