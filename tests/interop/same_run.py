@@ -12,11 +12,23 @@ from pathlib import Path
 from tests.interop.msprobe_env import msprobe_cli, run_msprobe_python
 
 
+def write_config(dump: Path, task: str) -> None:
+    """``{dump}.config.json``: the same msprobe config for both tools (level mix; md5 is statistics + md5)."""
+    section: dict = {"scope": [], "list": [], "data_mode": ["all"]}
+    if task == "md5":
+        task, section["summary_mode"] = "statistics", "md5"
+    config = {"task": task, "dump_path": str(dump), "rank": [], "step": [], "level": "mix", task: section}
+    Path(f"{dump}.config.json").write_text(json.dumps(config), encoding="utf-8")
+
+
 def dump_both(msprobe: str, tmp_path: Path, task: str, script_text: str) -> tuple[Path, Path]:
-    """Run ``script_text`` (argv: tool, task, dump path) under msprobe and under probe: (probe's, msprobe's)."""
+    """Run ``script_text`` (argv: tool, task, dump path; it reads ``{dump}.config.json``) under msprobe and
+    under probe: (probe's dump, msprobe's)."""
     script = tmp_path / "train.py"
     script.write_text(script_text, encoding="utf-8")
     theirs, ours = tmp_path / "msprobe_dump", tmp_path / "probe_dump"
+    write_config(theirs, task)
+    write_config(ours, task)
     done = run_msprobe_python(msprobe, script, "msprobe", task, theirs, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     env = dict(os.environ, OMP_NUM_THREADS="1")  # as msprobe's run: one thread sums in one order (md5 is bitwise)

@@ -30,12 +30,6 @@ if tool == "msprobe":
     from msprobe.pytorch import PrecisionDebugger
 else:
     from probe_torch import PrecisionDebugger
-section = {"scope": [], "list": [], "data_mode": ["all"]}
-if task == "md5":
-    task, section["summary_mode"] = "statistics", "md5"
-config = {"task": task, "dump_path": dump, "rank": [], "step": [], "level": "mix", task: section}
-with open(dump + ".config.json", "w") as f:
-    json.dump(config, f)
 
 
 class Net(nn.Module):

@@ -46,12 +46,6 @@ if tool == "msprobe":
     mindspore_processor.mint = HostNorm("mint")
 else:
     from probe_mindspore import PrecisionDebugger
-section = {"scope": [], "list": [], "data_mode": ["all"]}
-if task == "md5":
-    task, section["summary_mode"] = "statistics", "md5"
-config = {"task": task, "dump_path": dump, "rank": [], "step": [], "level": "mix", task: section}
-with open(dump + ".config.json", "w") as f:
-    json.dump(config, f)
 ms.set_seed(0)
 net = ms_net.Net()
 debugger = PrecisionDebugger(config_path=dump + ".config.json")
