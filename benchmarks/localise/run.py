@@ -224,8 +224,10 @@ class Suite:
 
     def _first_error_row(self, out: Path, roots: list[Path]) -> dict | None:
         files = []
-        for path in out.glob("compare_result_*.csv"):
+        for path in out.rglob("compare_result_*.csv"):  # OUT/step{N}/compare_result_rank{R}_{time}.csv
             step, rank = self._step_rank(path.stem)
+            if step is None:
+                step, _ = self._step_rank(path.parent.name)
             files.append((step if step is not None else 0, rank or 0, path))
         for step, rank, path in sorted(files):
             with open(path, newline="") as fh:
@@ -254,7 +256,12 @@ class Suite:
         for m in re.finditer(r"step\s+(\d+)\s+rank\s+(\d+):\s*first divergent node\s+(\S+)", text):
             found.append((int(m.group(1)), int(m.group(2)), m.group(3)))
         result["all"] = [f"step{s} rank{r}: {n}" for s, r, n in found]
-        if found:
+        job = re.search(r"first divergence of the job: step\s+(\d+)\s+rank\s+(\d+):\s*(\S+)", text)
+        if job:  # the answer across steps and ranks, when probe graph gives one
+            found = [(int(job.group(1)), int(job.group(2)), job.group(3))] + found
+            step, rank, name = found[0]
+            result["answer"] = {"step": step, "rank": rank, "name": name, "bench_name": None}
+        elif found:
             step, rank, name = min(found)
             result["answer"] = {"step": step, "rank": rank, "name": name, "bench_name": None}
         else:

@@ -1,4 +1,5 @@
-"""The legend's rules and entry matching, on hand-made rows and names."""
+"""The legend's rules (``rules="msprobe"``, judge_entry's default), the noise judge's view of one entry,
+and entry matching, on hand-made rows and names."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import math
 
 from probe_core.compare.mapping import NameMap, builtin_map, load_mapping
 from probe_core.compare.match import match_entries
-from probe_core.compare.rules import ERROR, PASS, WARNING, RowResult, divergence, judge_entry
+from probe_core.compare.judge import entry_facts, judge_step
+from probe_core.compare.rules import ERROR, PASS, WARNING, RowResult, judge_entry
 from probe_core.dump import EntryRef, TensorMeta
 from probe_modes.md5 import Md5Mode
 from probe_modes.statistics import StatisticsMode, statistics_metrics
@@ -25,13 +27,21 @@ def stat_row(a: TensorMeta, b: TensorMeta) -> RowResult:
     return RowResult(a, b, statistics_metrics(a, b))
 
 
+def first_divergence(entry_name: str, rows: list[RowResult], mode) -> str | None:
+    """The noise judge on a one-entry step: why ``entry_name`` is the step's first divergence, or None."""
+    result = judge_entry(entry_name, rows, mode, rules="noise")
+    first = judge_step([entry_facts(entry_name, 0, None, result, rows, mode, bench_name=entry_name)], 0).first
+    return None if first is None else first.reason
+
+
 def test_statistics_error_when_inputs_agree_and_output_norm_jumps():
     rows = [stat_row(t("X.0.forward.input.0"), t("X.0.forward.input.0")),
             stat_row(t("X.0.forward.output.0", norm=2.0), t("X.0.forward.output.0", norm=1.0))]
     assert judge_entry("Torch.matmul.0.forward", rows, STATISTICS) == ERROR
     assert rows[0].result == PASS and rows[1].result == ERROR
     assert "norm relative error 1 > 0.5" in rows[1].err_message
-    assert divergence(rows, STATISTICS) == "output.0: Norm 2.0 vs 1.0"
+    assert first_divergence("Torch.matmul.0.forward", rows, STATISTICS).startswith(
+        "output.0 (Norm 2.0 vs 1.0): the entry adds error")
 
 
 def test_statistics_warning_when_output_error_is_ten_times_the_inputs():
@@ -39,11 +49,16 @@ def test_statistics_warning_when_output_error_is_ten_times_the_inputs():
             stat_row(t("X.output.0", norm=1.2), t("X.output.0", norm=1.0))]
     assert judge_entry("Torch.matmul.0.forward", rows, STATISTICS) == WARNING
     assert "over 10x" in rows[1].err_message
-    assert divergence(rows, STATISTICS) is None  # the input already differs
+    # the output's error (0.2) is far above the input's (0.001) and float32's roundoff: the entry adds error
+    assert "output.0 (Norm 1.2 vs 1.0): the entry adds error" in first_divergence("Torch.matmul.0.forward", rows,
+                                                                                  STATISTICS)
+    rows = [stat_row(t("X.input.0", norm=1.1), t("X.input.0", norm=1.0)),
+            stat_row(t("X.output.0", norm=1.2), t("X.output.0", norm=1.0))]
+    assert first_divergence("Torch.matmul.0.forward", rows, STATISTICS) is None  # the input carries it in
 
 
 def test_row_rules_dtype_shape_requires_grad_scalar_nan():
-    rows = [RowResult(t("A.output.0", dtype="torch.float16"), t("A.output.0")),
+    rows = [RowResult(t("A.output.0", dtype="torch.int32"), t("A.output.0")),
             RowResult(t("A.output.1", shape=(3,)), t("A.output.1", shape=(2, 2))),
             RowResult(t("A.output.2", grad=True), t("A.output.2")),
             RowResult(t("A.output.3", mx=math.nan), t("A.output.3")),
@@ -60,6 +75,16 @@ def test_row_rules_dtype_shape_requires_grad_scalar_nan():
     assert "Scalar values differ" in rows[5].err_message
 
 
+def test_float_dtypes_compare_with_each_other():
+    """A float64 bench of a float32 (or bf16/fp16) run: the dtype difference is a note, not an error."""
+    for target_dtype in ("torch.float16", "torch.bfloat16", "torch.float32"):
+        row = RowResult(t("A.output.0", dtype=target_dtype), t("A.output.0", dtype="torch.float64"))
+        assert judge_entry("Torch.add.0.forward", [row], STATISTICS) == PASS
+        assert row.messages == [f"Dtype {target_dtype} vs torch.float64: compared at the coarser precision."]
+    row = RowResult(t("A.output.0", dtype="torch.int64"), t("A.output.0", dtype="torch.float64"))
+    assert judge_entry("Torch.add.0.forward", [row], STATISTICS) == ERROR
+
+
 def test_md5_rules_and_mindspore_dtype_spelling():
     rows = [RowResult(t("A.input.0", dtype="Float32"), t("A.input.0", dtype="torch.float32")),
             RowResult(t("A.output.0", md5="aa"), t("A.output.0", md5="bb")),
@@ -67,7 +92,8 @@ def test_md5_rules_and_mindspore_dtype_spelling():
     judge_entry("Module.a.Linear.forward.0", rows, MD5)
     assert [r.result for r in rows] == [PASS, ERROR, WARNING]
     assert "CRC-32 differs" in rows[1].err_message and "Parameters only on the target side" in rows[2].err_message
-    assert divergence(rows[:2], MD5).startswith("output.0: CRC-32 aa vs bb")
+    assert first_divergence("Module.a.Linear.forward.0", rows[:2], MD5).startswith(
+        "output.0 (CRC-32 aa vs bb): the entry adds error, infinitely more than")
 
 
 def test_tensor_rules_thousandth_and_cosine():
@@ -83,6 +109,15 @@ def test_exemptions_redundant_and_placeholder_apis():
     rows = [stat_row(t("A.input.0"), t("A.input.0")),
             stat_row(t("A.output.0", norm=3.0), t("A.output.0", norm=1.0))]
     assert judge_entry("Distributed._all_gather_base.0.forward", rows, STATISTICS) == PASS
+
+
+def test_noise_rules_leave_values_to_the_judge_but_keep_structural_rules():
+    rows = [stat_row(t("X.0.forward.input.0"), t("X.0.forward.input.0")),
+            stat_row(t("X.0.forward.output.0", norm=2.0), t("X.0.forward.output.0", norm=1.0))]
+    assert judge_entry("Torch.matmul.0.forward", rows, STATISTICS, rules="noise") == PASS
+    rows = [RowResult(t("A.output.0", shape=(3,)), t("A.output.0", shape=(2, 2)))]
+    assert judge_entry("Torch.add.0.forward", rows, STATISTICS, rules="noise") == ERROR
+    assert "Shape inconsistent" in rows[0].err_message
 
 
 def refs(names):
@@ -135,8 +170,10 @@ def test_layer_mapping_yaml(tmp_path):
 
 
 def test_a_differing_scalar_argument_makes_the_op_the_divergence():
+    """Scalar arguments are not tensor inputs: the op given another constant adds the error."""
     scalar = lambda v: TensorMeta("M.input.1", "input", "float", "float", (), v, v, v, v, None, None, None, v, False)  # noqa: E731
     rows = [stat_row(t("M.input.0"), t("M.input.0")), RowResult(scalar(1.01), scalar(1.0)),
             stat_row(t("M.output.0", norm=1.01), t("M.output.0", norm=1.0))]
-    reason = divergence(rows, STATISTICS)
-    assert reason.startswith("output.0: Norm 1.01 vs 1.0") and "non-tensor argument differs: input.1" in reason
+    reason = first_divergence("Torch.mul.0.forward", rows, STATISTICS)
+    assert reason.startswith("output.0 (Norm 1.01 vs 1.0): the entry adds error")
+    assert rows[1].result == ERROR and "Scalar values differ (1.01 vs 1.0)" in rows[1].err_message

@@ -16,9 +16,10 @@ third party's ``xor``, ...) is registered through ``probe_data_modes`` as a
   in (a tensor dump also holds statistics);
 * **compare** — the metric columns come from the comparators registered for
   the mode (``ComparatorSpec.mode``); the mode adds its verdicts
-  (:meth:`DataMode.judge_row`, :meth:`DataMode.judge_io`), says when two
-  leaves differ (:meth:`DataMode.differs`, which finds the first
-  divergence) and which of msprobe's fixed columns it shows;
+  (:meth:`DataMode.judge_row`; :meth:`DataMode.judge_io` for msprobe's
+  rules), measures how far apart two leaves are for the noise-aware judge
+  (:meth:`DataMode.discrepancy`), says why two leaves differ
+  (:meth:`DataMode.differs`) and which of msprobe's fixed columns it shows;
 * **graph** — :attr:`DataMode.graph_task`, :attr:`DataMode.legend`,
   :meth:`DataMode.tool_tips` and :meth:`DataMode.shown_metrics` say how the
   viewer names, colours and shows a compare in this mode.
@@ -118,6 +119,13 @@ class DataMode:
 
     def judge_io(self, inputs: Sequence[RowResult], outputs: Sequence[RowResult]) -> None:
         """Flag output rows by how their error compares with the inputs' (rows matched on both sides)."""
+
+    def discrepancy(self, row: RowResult) -> float | None:
+        """How far apart the two tensors of ``row`` are, relative to their scale, for the noise-aware judge
+        (:mod:`probe_core.compare.judge`): 0 when they agree exactly, about ``u`` when they differ by one
+        rounding at unit roundoff ``u``, ``inf`` when only one side holds NaN/Inf; ``None`` when this mode
+        cannot tell (the judge then skips the leaf)."""
+        return None
 
     def differs(self, row: RowResult) -> str | None:
         """Why the two tensors of ``row`` hold different values (a short reason), or ``None``.

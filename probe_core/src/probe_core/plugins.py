@@ -42,6 +42,7 @@ BUILTIN_PLUGINS: Mapping[str, str] = {
     "compare": "probe_core.compare.command",
     "run": "probe_core.collect.command",
     "recover": "probe_core.dump.command",
+    "overflow-check": "probe_core.anomaly.command",
 }
 
 

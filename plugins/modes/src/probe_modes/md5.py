@@ -10,6 +10,7 @@ its ``str(value)``.
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Mapping
 from typing import Any
@@ -47,6 +48,10 @@ class Md5Mode(StatisticsMode):
 
     def recognises(self, task: str, record: Mapping[str, Any] | None) -> bool:
         return record is not None and isinstance(record.get("md5"), str)
+
+    def discrepancy(self, row: RowResult) -> float | None:
+        a, b = checksum(row.npu), checksum(row.bench)
+        return None if a is None or b is None else (0.0 if a == b else math.inf)
 
     def judge_row(self, row: RowResult) -> None:
         if checksum(row.npu) != checksum(row.bench):

@@ -61,6 +61,20 @@ class TensorMode(StatisticsMode):
                     and min(in_cos) - out_cos > COSINE_DROP:
                 row.flag(WARNING, f"Cosine drops from {min(in_cos):.4g} (inputs) to {out_cos:.4g} (output).")
 
+    def discrepancy(self, row: RowResult) -> float | None:
+        """From the values themselves where they were compared: the Euclidean distance against the bench's
+        Norm and the largest element error against the bench's largest magnitude, the worse of the two."""
+        euc, max_abs = as_float(row.metrics.get("EucDist")), as_float(row.metrics.get("MaxAbsErr"))
+        if max_abs is None or math.isnan(max_abs):
+            return super().discrepancy(row)
+        bench = row.bench
+        norm = as_float(bench.norm) or 0.0
+        scale = max(abs(as_float(bench.max) or 0.0), abs(as_float(bench.min) or 0.0))
+        worst = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else math.inf)
+        if euc is not None and not math.isnan(euc):
+            worst = max(worst, euc / norm if norm > 0 else (0.0 if euc == 0 else math.inf))
+        return worst
+
     def differs(self, row: RowResult) -> str | None:
         if "MaxAbsErr" not in row.metrics:
             return super().differs(row)

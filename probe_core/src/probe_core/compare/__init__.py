@@ -3,9 +3,12 @@
 Stable pieces other parts build on:
 
 * :mod:`probe_core.compare.rules` — ``judge_entry(entry_name, rows, mode)``
-  (msprobe's pass/warning/error legend), ``divergence(rows, mode)``,
-  ``row_differs``, ``RowResult`` and the result levels ``PASS``/``WARNING``/
-  ``ERROR``/``UNMATCHED``;
+  (the structural rules; msprobe's value legend with ``rules="msprobe"``),
+  ``RowResult`` and the result levels ``PASS``/``WARNING``/``ERROR``/``UNMATCHED``;
+* :mod:`probe_core.compare.judge` — the noise-aware judge: ``entry_facts``,
+  ``judge_step`` (which entry adds error, where a step first went wrong);
+* :mod:`probe_core.compare.verdicts` — one answer for a whole job: steps
+  chained (an update that diverged), ranks ordered through communication;
 * :mod:`probe_core.compare.metrics` — statistics-mode metrics;
 * :mod:`probe_core.compare.comparator` — the comparator interface
   (``columns`` + ``compare(LeafPair)``) and ``load_comparators(registry, mode)``;

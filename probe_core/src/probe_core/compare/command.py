@@ -1,6 +1,7 @@
 """``probe compare``: the built-in core command (plugin name ``compare``).
 
-``probe compare TARGET BENCH -o OUT [--fuzzy] [--mapping YAML] [--rank R] [--step N] [--workers K] [--lenient]``;
+``probe compare TARGET BENCH -o OUT [--fuzzy] [--mapping YAML] [--rank R] [--step N] [--workers K] [--lenient]
+[--rules noise|msprobe]``;
 every flag of ``msprobe compare`` (auto mode) is accepted with msprobe's meaning: ``-tp/-gp/-o``,
 ``-fm``, ``-lm``, ``-cm``, ``-am``, ``-dm``, ``--xlsx``, ``-da``, ``-tensor_log``, ``-m``,
 ``--config`` (tensor post-processing), ``--consistent_check``/``--backend``.
@@ -62,6 +63,9 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--step", type=_ints, action="append", help="compare only this step (repeatable, or 0,1)")
     parser.add_argument("--workers", type=int, default=1, metavar="K",
                         help="processes comparing entries/tensor files in parallel (default 1)")
+    parser.add_argument("--rules", choices=("noise", "msprobe"), default="noise",
+                        help="noise (default): an entry is an error when it adds more error than its inputs carry "
+                             "and its precision explains, judged step by step; msprobe: msprobe's legend, row by row")
     parser.add_argument("--lenient", action="store_true",
                         help="read what is readable of damaged dumps (warn), mark missing tensor files as errors")
     parser.add_argument("--quiet", action="store_true", help="no progress bar and no summary table")
@@ -121,7 +125,7 @@ def _run(args: argparse.Namespace) -> int:
         data_mapping=_path_or_flag(args.data_mapping), cell_mapping=_path_or_flag(args.cell_mapping),
         api_mapping=_path_or_flag(args.api_mapping), tensor_log=args.tensor_log, diff_analyze=args.diff_analyze,
         postprocess=_path_or_flag(args.postprocess),
-        consistent_backend=(args.backend or "any") if args.consistent_check else None)
+        consistent_backend=(args.backend or "any") if args.consistent_check else None, rules=args.rules)
     summary = run_compare(options, args.registry)
     if not args.quiet:
         print_summary(summary)

@@ -26,9 +26,10 @@ from probe_core.compare.comparator import LeafPair, LoadedComparator, known_mode
 from probe_core.compare.mapping import (NameMap, builtin_map, consistent_check_map, load_api_mapping,
                                        load_cell_mapping, load_data_mapping, load_mapping)
 from probe_core.compare.postprocess import load_postprocess
-from probe_core.compare.divergence import DivergenceTracker
+from probe_core.compare.judge import EntryFacts, Finding, entry_facts
 from probe_core.compare.match import Match, Matcher, match_entries
-from probe_core.compare.rules import ERROR, PASS, UNMATCHED, WARNING, RowResult, io_differences, judge_entry
+from probe_core.compare.rules import ERROR, PASS, UNMATCHED, WARNING, RowResult, judge_entry, worst
+from probe_core.compare.verdicts import JobAnswer, StepFacts, judge_job
 from probe_core.dump import DumpEntry, RankDump, TensorMeta, discover
 from probe_core.errors import CompareError, DumpError, ProbeError
 from probe_core.modes import DataMode, common_mode
@@ -60,6 +61,7 @@ class CompareOptions:
     diff_analyze: bool = False  # -da: diff_analyze_{ns}.json with each rank's first divergent entry
     postprocess: Path | None = None  # --config: tensor post-process YAML
     consistent_backend: str | None = None  # --consistent_check [--backend]: "fsdp", "megatron" or "any"
+    rules: str = "noise"  # --rules: the noise-aware judge, or "msprobe" (its legend's Result column)
 
 
 @dataclass
@@ -72,8 +74,7 @@ class EntryOutcome:
     rows: list[RowResult]
     npu_entry: DumpEntry | None = None
     bench_entry: DumpEntry | None = None
-    divergence: str | None = None
-    inputs_differ: str | None = None
+    facts: EntryFacts | None = None
     rendered: list[list[Any]] = field(default_factory=list)
     row_results: list[str] = field(default_factory=list)
 
@@ -119,12 +120,13 @@ def _pair_leaves(npu: DumpEntry | None, bench: DumpEntry | None,
 
 def compare_entry(npu: DumpEntry | None, bench: DumpEntry | None, mode: DataMode,
                   comparators: Sequence[LoadedComparator], lenient: bool = False,
-                  name_map: NameMap | None = None, postprocess: Any = None) -> EntryOutcome:
-    """Compare one matched entry (either side ``None`` for an unmatched one): metrics, verdicts, divergence.
+                  name_map: NameMap | None = None, postprocess: Any = None, rules: str = "noise") -> EntryOutcome:
+    """Compare one matched entry (either side ``None`` for an unmatched one): metrics, the rules' verdicts
+    and the facts the step's judge needs (:mod:`probe_core.compare.judge`).
 
-    The one judge of probe: ``probe compare`` and ``probe graph`` both call it. ``name_map`` pairs
-    tensors whose names differ (MindSpore ``gamma`` with PyTorch ``weight``, -am/-dm maps);
-    ``postprocess`` is ``--config``'s tensor post-processing.
+    ``probe compare`` and ``probe graph`` both call it. ``name_map`` pairs tensors whose names differ
+    (MindSpore ``gamma`` with PyTorch ``weight``, -am/-dm maps); ``postprocess`` is ``--config``'s tensor
+    post-processing; ``rules`` is ``--rules``.
     """
     name = (npu or bench).name  # type: ignore[union-attr]
     index = npu.index if npu is not None else bench.index  # type: ignore[union-attr]
@@ -135,7 +137,10 @@ def compare_entry(npu: DumpEntry | None, bench: DumpEntry | None, mode: DataMode
         for row in rows:
             row.result = UNMATCHED
             row.messages = [f"Only in the {side} dump: no matching entry on the other side."]
-        return EntryOutcome(name, index, UNMATCHED, rows, npu, bench)
+        present = npu or bench
+        key = index if npu is not None else -1 - index  # bench-only entries: their own key space
+        facts = entry_facts(name, key, present.parent, UNMATCHED, rows, mode, side)  # type: ignore[union-attr]
+        return EntryOutcome(name, index, UNMATCHED, rows, npu, bench, facts)
     for row in rows:
         if row.npu is None or row.bench is None:
             continue
@@ -150,10 +155,9 @@ def compare_entry(npu: DumpEntry | None, bench: DumpEntry | None, mode: DataMode
                 row.flag(ERROR, exc.messages[0])
                 continue
             row.metrics.update(values or {})
-    result = judge_entry(name, rows, mode, comparators)
-    inputs_reason, outputs_reason = io_differences(rows, mode)
-    return EntryOutcome(name, index, result, rows, npu, bench,
-                        outputs_reason if inputs_reason is None else None, inputs_reason)
+    result = judge_entry(name, rows, mode, comparators, rules)
+    facts = entry_facts(name, index, npu.parent, result, rows, mode, bench_name=bench.name)
+    return EntryOutcome(name, index, result, rows, npu, bench, facts)
 
 
 def _check_leaves(rows: list[RowResult], npu: DumpEntry | None, bench: DumpEntry | None, lenient: bool) -> None:
@@ -228,7 +232,7 @@ _WORKER: dict[str, Any] = {}
 def _finish(npu: DumpEntry | None, bench: DumpEntry | None) -> EntryOutcome:
     """Compare one entry pair and render its rows; the outcome keeps plain rows, not objects."""
     outcome = compare_entry(npu, bench, _WORKER["mode"], _WORKER["comparators"], _WORKER["lenient"],
-                            _WORKER["name_map"], _WORKER["postprocess"])
+                            _WORKER["name_map"], _WORKER["postprocess"], _WORKER["rules"])
     outcome.rendered = list(render_rows(outcome, _WORKER["columns"], _WORKER["percent"]))
     outcome.row_results = [row.result for row in outcome.rows]
     outcome.rows = []
@@ -355,10 +359,29 @@ def result_folder(options: CompareOptions, target: RankDump) -> Path:
     return folder
 
 
+@dataclass
+class PendingRank:
+    """A compared rank pair whose rows wait in a spool file for the job's verdicts."""
+
+    label: str
+    step: int
+    rank: int
+    stem: Path
+    columns: list[str]
+    spool: Path
+    facts: list[EntryFacts]
+    unmatched: dict[str, list[str]]
+    target: tuple[Path, int | None, int | None]  # (dump.json, step, rank): picklable, for the stack lookup
+    bench: tuple[Path, int | None, int | None]
+    partial: list[str]
+    errors: dict[int, Finding] = field(default_factory=dict)  # the job's verdicts: entry key -> why an error
+    first: Finding | None = None
+
+
 def compare_ranks(target: RankDump, bench: RankDump, registry, options: CompareOptions,
                   advance: Callable[[int], None] | None = None,
-                  on_total: Callable[[int], None] | None = None) -> RankResult:
-    """Compare one target rank dump with one bench rank dump; write its CSV/XLSX; return its summary."""
+                  on_total: Callable[[int], None] | None = None) -> PendingRank:
+    """Compare one target rank dump with one bench rank dump; spool its rows for :func:`write_rank`."""
     mode = detect_mode(target, bench, registry)
     name_map = name_map_for(target, bench, options)
     for dump, side in ((target, "target"), (bench, "bench")):
@@ -386,44 +409,96 @@ def compare_ranks(target: RankDump, bench: RankDump, registry, options: CompareO
     gc.freeze()  # the indexes live to the end: keep the collector from walking them again and again
     columns = output.header(mode, comparators)
     percent = frozenset(c for comp in comparators for c in comp.percent_columns)
-    label = _label(target)
     stem = output.result_stem(result_folder(options, target), target.rank, options.stamp or output.timestamp())
-    writer = output.RowWriter(stem, columns, options.xlsx)
-    counts = {PASS: 0, WARNING: 0, ERROR: 0, UNMATCHED: 0}
-    row_counts = dict(counts)
     unmatched: dict[str, list[str]] = {"target": [], "bench": []}
-    tracker = DivergenceTracker(label)
+    facts: list[EntryFacts] = []
     done = 0
     _WORKER.update(target=target, bench=bench, mode=mode, comparators=comparators, lenient=options.lenient,
-                   columns=columns, percent=percent, name_map=name_map,
+                   columns=columns, percent=percent, name_map=name_map, rules=options.rules,
                    postprocess=load_postprocess(options.postprocess) if options.postprocess else None)
+    spool = output.RowSpool(stem)
     try:
         for outcome in outcomes:
-            counts[outcome.result] += 1
-            for result in outcome.row_results:
-                row_counts[result] += 1
             if outcome.result == UNMATCHED:
                 unmatched["target" if outcome.npu_entry is not None else "bench"].append(outcome.name)
-            tracker.see(outcome)
+            if outcome.facts is not None:
+                facts.append(outcome.facts)
             if options.tensor_log:
                 output.log_outcome(outcome, columns)
-            for row in outcome.rendered:
-                writer.write(row)
+            spool.add(outcome.facts.index if outcome.facts is not None else outcome.index, outcome.rendered)
             done += 1
             if advance and done % 64 == 0:
                 advance(64)
         if advance:
             advance(done % 64)
+    except BaseException:
+        spool.discard()
+        raise
     finally:
         gc.unfreeze()
-        writer.close()
+        spool.close()
         _WORKER.clear()
         target.close()
         bench.close()
     partial = [str(d.dump_file) for d in (target, bench) if d.header.get("partial") is True]
-    return RankResult(label, counts, row_counts, unmatched, tracker.first, str(writer.csv_path),
-                      str(writer.xlsx_path) if writer.xlsx_path else None, str(target.dump_file), str(bench.dump_file),
-                      partial=partial)
+    sides = [(Path(d.dump_file), d.step, d.rank) for d in (target, bench)]
+    return PendingRank(_label(target), target.step or 0, target.rank or 0, stem, columns, spool.path, facts,
+                       unmatched, sides[0], sides[1], partial)
+
+
+def write_rank(pending: PendingRank, options: CompareOptions) -> RankResult:
+    """Write a rank pair's CSV/XLSX with the job's verdicts (rows the judge flags become errors)."""
+    writer = output.RowWriter(pending.stem, pending.columns, options.xlsx)
+    result_at, message_at = writer.result_at, pending.columns.index("Err_message")
+    counts = {PASS: 0, WARNING: 0, ERROR: 0, UNMATCHED: 0}
+    row_counts = dict(counts)
+    try:
+        for index, rows in output.RowSpool.read(pending.spool):
+            finding = pending.errors.get(index)
+            if finding is not None:
+                _mark(rows, finding, result_at, message_at)
+            results = [row[result_at] for row in rows]
+            for result in results:
+                row_counts[result] += 1
+            counts[UNMATCHED if UNMATCHED in results else worst(r for r in results if r != UNMATCHED)] += 1
+            for row in rows:
+                writer.write(row)
+    finally:
+        writer.close()
+        pending.spool.unlink(missing_ok=True)
+    first = pending.first
+    return RankResult(pending.label, counts, row_counts, pending.unmatched,
+                      _describe(first, pending) if first is not None else None, str(writer.csv_path),
+                      str(writer.xlsx_path) if writer.xlsx_path else None, str(pending.target[0]),
+                      str(pending.bench[0]), partial=pending.partial)
+
+
+def _mark(rows: list[list[Any]], finding: Finding, result_at: int, message_at: int) -> None:
+    """Make the rows ``finding`` names (all rows when it names none) errors that say why."""
+    chosen = finding.rows or range(len(rows))
+    for position in chosen:
+        if position >= len(rows):
+            continue
+        row = rows[position]
+        row[result_at] = ERROR
+        text = f"{finding.reason}."
+        row[message_at] = text if row[message_at] in (output.NA, None, "") else f"{row[message_at]} {text}"
+
+
+def _describe(finding: Finding, pending: PendingRank) -> dict[str, Any]:
+    """A finding as summary.json and -da write it: the entry, its bench partner, module, stack and why."""
+    facts = next((f for f in pending.facts if f.index == finding.index and f.name == finding.name), None)
+    dump = pending.bench if facts is not None and facts.side == "bench" else pending.target
+    stack: list[str] = []
+    module = facts.parent if facts is not None else None
+    try:
+        with RankDump(*dump) as fresh:
+            stack = list(fresh.stacks.get(finding.name, ()))
+    except ProbeError:
+        pass
+    return {"name": finding.name, "bench_name": facts.bench_name if facts is not None else None, "module": module,
+            "stack": stack, "reason": finding.reason, "kind": finding.kind, "result": ERROR,
+            "rank": pending.label, "step": pending.step, "rank_id": pending.rank}
 
 
 # -- whole run ------------------------------------------------------------------------------
@@ -461,14 +536,16 @@ def run_compare(options: CompareOptions, registry) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     steps = {t.step for t, _ in pairs}
     options = dataclasses.replace(options, stamp=options.stamp or output.timestamp(), step_folders=len(steps) > 1)
-    results = _run_pairs(pairs, registry, options)
+    pending = _run_pairs(pairs, registry, options)
+    answer = _judge(pending, options.rules)
+    results = [write_rank(item, options) for item in pending]
     modes = sorted({detect_mode(t, b, registry).name for t, b in pairs}) if pairs else []
-    firsts = [r.first_divergence for r in results if r.first_divergence]
     totals = {k: sum(r.counts[k] for r in results) for k in (PASS, WARNING, ERROR, UNMATCHED)}
     summary = {
         "counts": totals,
         "row_counts": {k: sum(r.row_counts[k] for r in results) for k in totals},
-        "first_divergence": firsts[0] if firsts else None,
+        "first_divergence": _job_first(answer, pending),
+        "rules": options.rules,
         "mode": modes[0] if len(modes) == 1 else ",".join(modes),
         "target": str(options.target),
         "bench": str(options.bench),
@@ -482,17 +559,38 @@ def run_compare(options: CompareOptions, registry) -> dict[str, Any]:
     return summary
 
 
+def _judge(pending: Sequence[PendingRank], rules: str) -> JobAnswer | None:
+    """The job's verdicts on every compared (step, rank), stored on each :class:`PendingRank`."""
+    steps = [StepFacts(item.step, item.rank, item.facts) for item in pending]
+    answer = judge_job(steps, rules)
+    for item, judged in zip(pending, steps):
+        if judged.judgement is not None:
+            item.errors = judged.judgement.errors
+            item.first = judged.judgement.first
+    return answer
+
+
+def _job_first(answer: JobAnswer | None, pending: Sequence[PendingRank]) -> dict[str, Any] | None:
+    if answer is None:
+        return None
+    item = next(p for p in pending if p.step == answer.step and p.rank == answer.rank)
+    described = _describe(answer.finding, item)
+    if answer.concurrent:
+        described["concurrent"] = [{"rank": rank, "name": name} for rank, name in answer.concurrent]
+    return described
+
+
 _RUN: dict[str, Any] = {}
 
 
-def _compare_pair_alone(index: int) -> RankResult:
+def _compare_pair_alone(index: int) -> PendingRank:
     """One rank pair in a worker process (``--workers`` with several ranks)."""
     target, bench = _RUN["pairs"][index]
     options = dataclasses.replace(_RUN["options"], workers=1, progress=False)
     return compare_ranks(target, bench, _RUN["registry"], options)
 
 
-def _run_pairs(pairs, registry, options: CompareOptions) -> list[RankResult]:
+def _run_pairs(pairs, registry, options: CompareOptions) -> list[PendingRank]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),

@@ -14,8 +14,11 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
+import pickle
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +72,36 @@ def format_value(value: Any, percent: bool = False) -> Any:
     if percent and isinstance(value, float):
         return f"{value * 100}%" if not math.isnan(value) else "nan%"
     return value
+
+
+class RowSpool:
+    """Rows of a rank pair waiting for the job's verdicts: pickled per entry to a private file beside the
+    results, read back once by :func:`probe_core.compare.engine.write_rank`, then removed. probe reads only
+    the spools it wrote itself in this run."""
+
+    def __init__(self, stem: Path) -> None:
+        handle, name = tempfile.mkstemp(prefix=f".{stem.name}.", suffix=".rows", dir=stem.parent)
+        self.path = Path(name)
+        self._file = os.fdopen(handle, "wb")
+
+    def add(self, key: int, rows: list[list[Any]]) -> None:
+        pickle.dump((key, rows), self._file, protocol=pickle.HIGHEST_PROTOCOL)  # one pickle per entry
+
+    def close(self) -> None:
+        self._file.close()
+
+    def discard(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+    @staticmethod
+    def read(path: Path) -> Iterator[tuple[int, list[list[Any]]]]:
+        with open(path, "rb") as file:
+            while True:
+                try:
+                    yield pickle.load(file)  # noqa: S301 - the spool this run wrote, in a private temp file
+                except EOFError:
+                    return
 
 
 class RowWriter:
@@ -143,7 +176,11 @@ def print_summary(summary: dict[str, Any], console=None) -> None:
                       "missing (unmatched on the other side)", highlight=False, soft_wrap=True)
     first = summary["first_divergence"]
     if first:
-        console.print(f"[bold]First divergence:[/] [red]{first['name']}[/] ({first['reason']})", highlight=False)
+        where = f" (step {first['step']}, rank {first['rank_id']})" if "step" in first else ""
+        console.print(f"[bold]First divergence{where}:[/] [red]{first['name']}[/] ({first['reason']})",
+                      highlight=False)
+        for other in first.get("concurrent") or ():
+            console.print(f"  at the same time on rank {other['rank']}: {other['name']}", highlight=False)
         if first.get("module"):
             console.print(f"  module: {first['module']}", highlight=False)
         stack = first.get("stack") or []
@@ -151,7 +188,7 @@ def print_summary(summary: dict[str, Any], console=None) -> None:
         for line in (own_code or stack)[:3]:  # innermost frames of the user's code first
             console.print(f"  {line.strip()}", highlight=False, soft_wrap=True)
     else:
-        console.print("[green]No divergent entry: every matched entry's outputs agree where its inputs do.[/]")
+        console.print("[green]No divergent entry: no entry adds more error than its inputs and precision explain.[/]")
     for rank in summary["ranks"]:
         for side in ("target", "bench"):
             names = rank["unmatched"][side]

@@ -1,4 +1,4 @@
-"""pass / warning / error for one compared entry: the one judge ``probe compare`` and ``probe graph`` share.
+"""pass / warning / error for one compared entry, before the noise-aware judge sees the step.
 
 The rules work on :class:`RowResult` objects, one per leaf (tensor or
 scalar) of a matched entry, whose ``metrics`` hold the values the
@@ -7,17 +7,18 @@ verdicts, applied in this order by :func:`judge_entry`:
 
 1. the rules that hold in every data mode (msprobe's legend): a leaf on
    one side only (warning), tensor vs non-tensor, non-tensor values differ,
-   dtype differs, shape differs, requires_grad differs (errors);
-2. the data mode's own rules (:meth:`probe_core.modes.DataMode.judge_row`
-   per tensor leaf, :meth:`~probe_core.modes.DataMode.judge_io` from the
-   inputs' error to the outputs');
+   shape differs, requires_grad differs, a dtype differs outside the float
+   dtypes compared with each other (errors);
+2. with ``--rules msprobe`` only, the data mode's value rules
+   (:meth:`probe_core.modes.DataMode.judge_row` per tensor leaf,
+   :meth:`~probe_core.modes.DataMode.judge_io` from the inputs' error to
+   the outputs'); by default the noise-aware judge
+   (:mod:`probe_core.compare.judge`) decides on values, step by step;
 3. each comparator's optional ``judge(row)`` (a plugin's own verdict).
 
 Exemptions: the input-based rules skip the placeholder collectives
 (:data:`PLACEHOLDER_APIS`); redundant APIs (:data:`REDUNDANT_APIS`) always
-pass. :func:`divergence` tells whether an entry is where numbers start to
-differ (inputs agree, outputs do not), with the mode's
-:meth:`~probe_core.modes.DataMode.differs`.
+pass.
 """
 
 from __future__ import annotations
@@ -43,6 +44,11 @@ REDUNDANT_APIS = frozenset({"empty", "empty_like", "numpy", "to", "setitem", "em
                             "new_empty_strided", "new_empty", "empty_strided"})
 
 INPUT_ROLES = ("input", "parameters")
+#: float dtypes compared with each other (a float64 bench of a float32 run, bf16 against float32): a dtype
+#: difference among them is information, not an error (msprobe matches them too)
+COMPARABLE_FLOATS = frozenset({"float16", "bfloat16", "float32", "float64"})
+#: ``--rules``: probe's noise-aware judge (:mod:`probe_core.compare.judge`) or msprobe's legend
+RULES = ("noise", "msprobe")
 OUTPUT_ROLES = ("output", "parameters_grad", "debug")
 
 
@@ -118,7 +124,10 @@ def _row_rules(row: RowResult) -> bool:
             row.flag(ERROR, f"Scalar values differ ({npu.value!r} vs {bench.value!r}).")
         return False
     if npu.dtype is not None and bench.dtype is not None and normalize_dtype(npu.dtype) != normalize_dtype(bench.dtype):
-        row.flag(ERROR, f"Dtype inconsistent ({npu.dtype} vs {bench.dtype}).")
+        if normalize_dtype(npu.dtype) in COMPARABLE_FLOATS and normalize_dtype(bench.dtype) in COMPARABLE_FLOATS:
+            row.messages.append(f"Dtype {npu.dtype} vs {bench.dtype}: compared at the coarser precision.")
+        else:
+            row.flag(ERROR, f"Dtype inconsistent ({npu.dtype} vs {bench.dtype}).")
     if npu.shape is not None and bench.shape is not None and tuple(npu.shape) != tuple(bench.shape):
         row.flag(ERROR, f"Shape inconsistent ({list(npu.shape)} vs {list(bench.shape)}).")
     if npu.requires_grad is not None and bench.requires_grad is not None and npu.requires_grad != bench.requires_grad:
@@ -137,13 +146,16 @@ def metric_values(rows: Sequence[RowResult], key: str) -> list[float]:
 
 
 def judge_entry(entry_name: str, rows: Sequence[RowResult], mode: DataMode,
-                comparators: Sequence[Any] = ()) -> str:
+                comparators: Sequence[Any] = (), rules: str = "msprobe") -> str:
     """Apply every rule to the rows of one matched entry; return the entry's result.
 
     ``mode`` is the :class:`~probe_core.modes.DataMode` of the compare;
     ``comparators`` are loaded comparators (``.judge`` is called where a
     comparator has one). Each row's ``result`` and ``messages`` are updated
     in place; the entry's result is the worst row's (error > warning > pass).
+    With ``rules="noise"`` the mode's value rules (its ``judge_row`` and
+    ``judge_io``) are left to the noise-aware judge, which sees the whole
+    step (:mod:`probe_core.compare.judge`).
     """
     op = api_op(entry_name)
     if _is_redundant(op):
@@ -151,15 +163,16 @@ def judge_entry(entry_name: str, rows: Sequence[RowResult], mode: DataMode,
             row.result, row.messages = PASS, ["Redundant API: not compared."]
         return PASS
     judges = [comp for comp in comparators if comp.judge is not None]
+    by_values = rules == "msprobe"
     for row in rows:
-        if _row_rules(row):
+        if _row_rules(row) and by_values:
             mode.judge_row(row)
         if row.npu is not None and row.bench is not None:
             for comp in judges:
                 verdict = comp.run_judge(row)
                 if verdict:
                     row.flag(*verdict)
-    if op not in PLACEHOLDER_APIS:
+    if op not in PLACEHOLDER_APIS and by_values:
         both = [r for r in rows if r.npu is not None and r.bench is not None]
         mode.judge_io([r for r in both if r.role in INPUT_ROLES], [r for r in both if r.role in OUTPUT_ROLES])
     return worst(row.result for row in rows)
@@ -172,59 +185,3 @@ def worst(results) -> str:
         if SEVERITY[result] > SEVERITY[best]:
             best = result
     return best
-
-
-# -- divergence ---------------------------------------------------------------------
-
-
-def row_differs(row: RowResult, mode: DataMode) -> str | None:
-    """Why the two sides of ``row`` differ (a short reason), or ``None`` when they agree.
-
-    A leaf on one side only, a non-tensor value or a shape change differs
-    in every mode; tensor values are the mode's call
-    (:meth:`~probe_core.modes.DataMode.differs`).
-    """
-    npu, bench = row.npu, row.bench
-    if npu is None or bench is None:
-        return "present on one side only"
-    if not npu.is_tensor or not bench.is_tensor:
-        return None if npu.value == bench.value else f"value {npu.value!r} vs {bench.value!r}"
-    if npu.shape is not None and bench.shape is not None and tuple(npu.shape) != tuple(bench.shape):
-        return f"shape {list(npu.shape)} vs {list(bench.shape)}"
-    return mode.differs(row)
-
-
-def _short(row: RowResult) -> str:
-    name = (row.npu or row.bench).name  # type: ignore[union-attr]
-    return f"{name.rsplit('.', 2)[-2]}.{name.rsplit('.', 1)[-1]}"
-
-
-def io_differences(rows: Sequence[RowResult], mode: DataMode) -> tuple[str | None, str | None]:
-    """(why the tensor inputs differ, why the outputs differ) — each ``None`` when that side agrees.
-
-    Non-tensor arguments (scalars, dtypes, ...) do not make the inputs differ:
-    an op given another constant is where the numbers change, so a differing
-    argument is named in the outputs' reason instead.
-    """
-    inputs_reason = outputs_reason = argument = None
-    for row in rows:
-        if row.role in INPUT_ROLES:
-            both_tensors = row.npu is not None and row.bench is not None and row.npu.is_tensor and row.bench.is_tensor
-            reason = row_differs(row, mode) if (inputs_reason is None or argument is None) else None
-            if reason and (both_tensors or row.npu is None or row.bench is None):
-                inputs_reason = inputs_reason or f"{_short(row)}: {reason}"
-            elif reason:
-                argument = argument or f"{_short(row)}: {reason}"
-        elif row.role in OUTPUT_ROLES and outputs_reason is None:
-            reason = row_differs(row, mode)
-            outputs_reason = f"{_short(row)}: {reason}" if reason else None
-    if outputs_reason and argument:
-        outputs_reason += f" (non-tensor argument differs: {argument})"
-    return inputs_reason, outputs_reason
-
-
-def divergence(rows: Sequence[RowResult], mode: DataMode) -> str | None:
-    """If this entry is where numbers start to differ — every input (and parameter) agrees and
-    some output does not — the reason (``"output.0: Norm 2.1 vs 2.0"``); else ``None``."""
-    inputs_reason, outputs_reason = io_differences(rows, mode)
-    return outputs_reason if inputs_reason is None else None

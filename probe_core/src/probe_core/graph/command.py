@@ -24,6 +24,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="bench dump to compare against (same layout); without it a single graph is built")
     parser.add_argument("-o", "--output", "--output_path", dest="output", metavar="OUT",
                         help="folder for the .vis.db file (created; 750)")
+    parser.add_argument("--rules", choices=("noise", "msprobe"), default="noise",
+                        help="how nodes are judged, as in probe compare: noise (default) or msprobe's legend")
     parser.add_argument("-oc", "--overflow", "--overflow_check", action="store_true",
                         help="mark overflow levels: medium, high, critical")
     parser.add_argument("-fm", "--fuzzy", "--fuzzy_match", action="store_true",
@@ -103,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     if args.file_type == "json" and (layouts is None or bench is not None):
         raise GraphError("--file_type json writes merged graphs: it needs a build (no -gp) with --rank_size "
                          "(and --tp/--pp/--vpp); drop it to write the .vis.db")
-    options = GraphOptions(overflow=args.overflow, fuzzy=args.fuzzy, layer_mapping=_mapping(args.layer_mapping),
+    options = GraphOptions(overflow=args.overflow, fuzzy=args.fuzzy, rules=args.rules, layer_mapping=_mapping(args.layer_mapping),
                            layouts=layouts, json_dir=args.output if args.file_type == "json" else None,
                            tensor_log=args.tensor_log, progress_log=args.progress_log)
     path, summaries = run_graph(target, bench, Path(args.output), options, workers=args.workers,

@@ -2,11 +2,15 @@
 
 Each matched target node is compared as ``probe compare`` compares its entry
 (:func:`probe_core.compare.engine.compare_entry`: the same comparators, the
-same verdicts from the rules, the data mode and the comparator plugins) and
-gets a precision index from the verdict (pass 0, warning 0.5, error 1); the
-viewer colours it by ``tb_config.node_colors``: pale for [0, 0.3), orange for
-[0.3, 0.6), red for [0.6, 1], grey for unmatched nodes. The data mode says
-how each leaf's metrics show beside its tensor.
+same rules, the data mode and the comparator plugins) and gets a precision
+index from the verdict (pass 0, warning 0.5, error 1). The facts of every
+node go to the same noise-aware judge as ``probe compare``'s
+(:func:`probe_core.compare.verdicts.judge_job`, run over all graphs by
+:mod:`probe_core.graph.service`), whose errors then turn nodes red: both
+commands name the same first divergence. The viewer colours nodes by
+``tb_config.node_colors``: pale for [0, 0.3), orange for [0.3, 0.6), red for
+[0.6, 1], grey for unmatched nodes. The data mode says how each leaf's
+metrics show beside its tensor.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 
 from probe_core.compare.comparator import LoadedComparator
 from probe_core.compare.engine import compare_entry
+from probe_core.compare.judge import EntryFacts, entry_facts
 from probe_core.dump import DumpEntry, RankDump
 from probe_core.graph.model import Graph, Node
 from probe_core.modes import DataMode
@@ -47,7 +52,8 @@ def tool_tips(mode: DataMode, comparators: Sequence[LoadedComparator]) -> dict[s
 
 
 def _entry(node: Node, dump: RankDump | None) -> DumpEntry:
-    return DumpEntry(node.name, node.order, node.entry if isinstance(node.entry, dict) else {}, dump=dump)
+    parent = node.parent.name if node.parent is not None else None
+    return DumpEntry(node.name, node.order, node.entry if isinstance(node.entry, dict) else {}, parent, dump=dump)
 
 
 def _dump(graph: Graph) -> RankDump | None:
@@ -55,25 +61,32 @@ def _dump(graph: Graph) -> RankDump | None:
     return RankDump(Path(graph.dump_file)) if graph.dump_file else None
 
 
-def score_graphs(target: Graph, bench: Graph, mode: DataMode | None,
-                 comparators: Sequence[LoadedComparator]) -> dict[str, dict[str, dict[str, Any]]]:
-    """Set ``precision_index`` on matched nodes of both sides; return the target side's shown metrics.
+def score_graphs(target: Graph, bench: Graph, mode: DataMode | None, comparators: Sequence[LoadedComparator],
+                 rules: str = "noise") -> tuple[dict[str, dict[str, dict[str, Any]]], list[EntryFacts]]:
+    """Set ``precision_index`` on matched nodes of both sides from the rules; return the target side's shown
+    metrics and the judge's facts of the target's nodes in execution order.
 
     ``mode`` ``None`` compares structure only (task ``structure``): every matched node passes.
     """
     metrics: dict[str, dict[str, dict[str, Any]]] = {}
+    facts: list[EntryFacts] = []
     target_dump, bench_dump = _dump(target), _dump(bench)
     try:
-        for node in target.nodes.values():
+        for node in sorted(target.nodes.values(), key=lambda n: n.order):
             other = node.matched
             if other is None:
                 node.precision_index = None
+                if mode is not None and (node.inputs or node.outputs):
+                    parent = node.parent.name if node.parent is not None else None
+                    facts.append(entry_facts(node.name, node.order, parent, "unmatched", [], mode, "target"))
                 continue
             verdict = "pass"
             if mode is not None and (node.inputs or node.outputs or other.inputs or other.outputs):
                 outcome = compare_entry(_entry(node, target_dump), _entry(other, bench_dump), mode, comparators,
-                                        lenient=True)
+                                        lenient=True, rules=rules)
                 verdict = outcome.result
+                if outcome.facts is not None:
+                    facts.append(outcome.facts)
                 shown = _shown(outcome.rows, mode)
                 if shown:
                     metrics[node.name] = shown
@@ -82,7 +95,7 @@ def score_graphs(target: Graph, bench: Graph, mode: DataMode | None,
         for dump in (target_dump, bench_dump):
             if dump is not None:
                 dump.close()
-    return metrics
+    return metrics, facts
 
 
 def _shown(rows: Sequence[Any], mode: DataMode) -> dict[str, dict[str, Any]]:

@@ -7,6 +7,7 @@ processes when ``workers > 1`` and hand back only rows and a summary.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import multiprocessing
 import os
@@ -18,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from probe_core.compare.comparator import load_comparators
+from probe_core.compare.judge import EntryFacts
+from probe_core.compare.verdicts import StepFacts, judge_job
 from probe_core.errors import GraphError
 from probe_core.graph.export import export_dump
 from probe_core.graph.jobs import GraphJob
@@ -25,7 +28,7 @@ from probe_core.graph.match import match_graphs
 from probe_core.graph.merge import Layout, group_jobs, merge_side
 from probe_core.graph.model import Graph
 from probe_core.graph.overflow import mark_overflow
-from probe_core.graph.precision import node_colors, score_graphs, tool_tips
+from probe_core.graph.precision import ERROR_AT, ERROR_INDEX, node_colors, score_graphs, tool_tips
 from probe_core.graph.source import RankFolder, discover, load_graph
 from probe_core.modes import DataMode, common_mode, load_mode
 from probe_core.graph.summary import GraphSummary, summarize
@@ -43,6 +46,7 @@ class GraphOptions:
     json_dir: str | None = None  # --file_type json: write each (merged) graph as a dump under step{S}/rank{R}/
     tensor_log: bool = False  # -tensor_log: one line per compared node
     progress_log: bool = False  # -progress_log: one line per finished graph
+    rules: str = "noise"  # --rules: the noise-aware judge (as probe compare's) or "msprobe"
 
 
 STRUCTURE_TASK = "structure"  # msprobe's task that records the hierarchy only: compared as structure
@@ -54,6 +58,9 @@ class JobResult:
     summary: GraphSummary | None = None
     micro_steps: int = 1
     mode: str = ""  # the data mode the graphs were compared in; STRUCTURE_TASK; "" for a build
+    step: int = 0
+    rank: int = 0
+    facts: list[EntryFacts] = field(default_factory=list)  # the judge's facts of the target's nodes
 
 
 def _side(folders: Sequence[RankFolder], source: str, layout: Layout | None, step: int, rank: int,
@@ -98,7 +105,7 @@ def compare_mode(target: Graph, bench: Graph, registry: Any) -> DataMode | None:
 def _run_job(job: GraphJob, options: GraphOptions, registry: Any) -> JobResult:
     layouts = options.layouts or (None, None)
     target = _side(job.target, "NPU", layouts[0], job.step, job.rank, registry)
-    result = JobResult()
+    result = JobResult(step=job.step, rank=job.rank)
     if options.overflow:
         mark_overflow(target)
     bench = None
@@ -111,7 +118,7 @@ def _run_job(job: GraphJob, options: GraphOptions, registry: Any) -> JobResult:
         result.mode = mode.name if mode is not None else STRUCTURE_TASK
         match_graphs(target, bench, fuzzy=options.fuzzy, layer_mapping=options.layer_mapping)
         comparators = load_comparators(registry, mode.name) if mode is not None else []
-        metrics = score_graphs(target, bench, mode, comparators)
+        metrics, result.facts = score_graphs(target, bench, mode, comparators, options.rules)
     if options.tensor_log and bench is not None:
         _log_nodes(target)
     if options.json_dir is not None:
@@ -188,6 +195,8 @@ def _run_graph(target_path: str | Path, bench_path: str | Path | None, output_di
     jobs = plan_jobs(target_path, bench_path, options)
     results = _execute(jobs, options, workers, registry, progress)
     compare = bench_path is not None
+    if compare:
+        apply_verdicts(results, options.rules)
     modes = {r.mode for r in results}
     mode_name = modes.pop() if len(modes) == 1 else ""
     mode = load_mode(registry.data_modes[mode_name]) if mode_name in registry.data_modes else None
@@ -211,6 +220,30 @@ def _run_graph(target_path: str | Path, bench_path: str | Path | None, output_di
         name = f"{kind}_{stamp}_{n}.vis.db"
     path = write_vis_db(Path(output_dir) / name, [rows for r in results for rows in r.rows], config)
     return path, [r.summary for r in results if r.summary is not None]
+
+
+def apply_verdicts(results: Sequence[JobResult], rules: str) -> None:
+    """Judge every compared graph as ``probe compare`` judges its dumps (steps chained, ranks ordered), turn
+    the nodes the judge flags red on both sides and set each summary's first divergent node."""
+    steps = [StepFacts(r.step, r.rank, r.facts) for r in results]
+    answer = judge_job(steps, rules)
+    job_first = f"step {answer.step} rank {answer.rank}: {answer.finding.name}" if answer is not None else None
+    for result, judged in zip(results, steps):
+        judgement = judged.judgement
+        if judgement is None or result.summary is None:
+            continue
+        flagged = {f.name for f in judgement.errors.values()}
+        bench_names = {f.bench_name for f in result.facts if f.name in flagged and f.bench_name}
+        for rows, names in zip(result.rows, (flagged, bench_names)):
+            rows.nodes = [_flag(row, ERROR_INDEX) if row[3] in names else row for row in rows.nodes]
+        errors = sum(1 for row in result.rows[0].nodes if row[7] is not None and row[7] >= ERROR_AT) \
+            if result.rows else result.summary.errors
+        first = judgement.first.name if judgement.first is not None else None
+        result.summary = dataclasses.replace(result.summary, errors=errors, first_divergent=first, job_first=job_first)
+
+
+def _flag(row: tuple, index: float) -> tuple:
+    return row[:7] + (index,) + row[8:]
 
 
 def _log_progress(options: GraphOptions, job: GraphJob, done: int, total: int) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from probe_core.graph.model import Graph
@@ -23,6 +23,7 @@ class GraphSummary:
     overflows: int = 0
     first_divergent: str | None = None
     first_overflow: str | None = None
+    job_first: str | None = None  # the first divergence of the whole job: "step S rank R: NAME"
 
 
 def summarize(target: Graph, bench: Graph | None = None) -> GraphSummary:
@@ -48,7 +49,7 @@ def summarize(target: Graph, bench: Graph | None = None) -> GraphSummary:
                         errors, warnings, overflows, first_divergent, first_overflow)
 
 
-def print_summary(summaries: Iterable[GraphSummary], output: str, compare: bool) -> None:
+def print_summary(summaries: Sequence[GraphSummary], output: str, compare: bool) -> None:
     """Print one rich table (one row per step/rank) and where the file went."""
     from rich.console import Console
     from rich.table import Table
@@ -74,6 +75,9 @@ def print_summary(summaries: Iterable[GraphSummary], output: str, compare: bool)
     console.print(table)
     for line in firsts:
         console.print(line, highlight=False, soft_wrap=True)
+    job = next((s.job_first for s in summaries if s.job_first), None) if compare else None
+    if job and len(firsts) > 1:
+        console.print(f"first divergence of the job: [red]{job}[/]", highlight=False, soft_wrap=True)
     console.print(f"graph file: [bold]{output}[/]  (view it: probe graph --serve {_folder(output)})")
 
 

@@ -1,0 +1,310 @@
+"""The noise-aware judge: which entry *adds* error, and where a step first went wrong.
+
+Two runs on other hardware, another precision or another kernel never agree
+bit for bit, so "the outputs differ" says nothing by itself. The judge asks
+how much error an entry adds: the error of its outputs against the error
+already in its inputs and against the rounding noise of its precision.
+
+Per compared entry the data mode measures each leaf's **discrepancy**
+(:meth:`probe_core.modes.DataMode.discrepancy`: 0 for identical values,
+about ``u`` for one rounding at unit roundoff ``u``). From the entry's
+rows, :func:`entry_facts` keeps what the judge needs: the worst input,
+parameter and output discrepancy and the roundoff of the coarser dtype of
+its outputs (a module: of everything inside it). Then, over a whole step in
+execution order (:func:`judge_step`):
+
+* an entry **adds error** when its output discrepancy is more than
+  :data:`ADDS_ERROR` times what it carries: the worst of its inputs, its
+  parameters, the earlier outputs of its siblings (the statistics of a
+  masked tensor can hide its error) and the roundoff. Parameter gradients
+  are results of a backward, never an origin;
+* a divergence **comes in from outside** the step's calls when an entry's
+  inputs or parameters differ by more than :data:`ADDS_ERROR` times
+  anything produced before it in the step: parameters at step N > 0 (the
+  update of step N-1 diverged), a call only the target made, a tensor an
+  in-place call changed after it was produced, or the data;
+* it is **consequential** when the loss (the last forward entry before the
+  first backward) differs by more than :data:`CONSEQUENCE` times the
+  previous clean step's, and by more than :data:`FLOOR` roundoffs. Noise
+  that the optimizer amplifies in a few parameters (AdamW on gradients near
+  zero) changes no loss: it names nothing.
+
+The step's answer is the earlier of the first entry that adds error and a
+consequential divergence from outside. The same facts feed ``probe compare``
+(its Result column and summary.json) and ``probe graph`` (colours and its
+first divergent node), so both name the same entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from probe_core.compare.rules import ERROR, normalize_dtype
+
+if TYPE_CHECKING:  # pragma: no cover
+    from probe_core.compare.rules import RowResult
+    from probe_core.modes import DataMode
+
+#: unit roundoff of each float dtype (half an ulp at 1)
+ROUNDOFF = {"float64": 2.0 ** -53, "float32": 2.0 ** -24, "tensorfloat32": 2.0 ** -11, "float16": 2.0 ** -11,
+            "bfloat16": 2.0 ** -8, "float8_e4m3fn": 2.0 ** -4, "float8_e4m3fnuz": 2.0 ** -4,
+            "float8_e5m2": 2.0 ** -3, "float8_e5m2fnuz": 2.0 ** -3}
+#: output error more than this many times what the entry carries: the entry adds error
+ADDS_ERROR = 32.0
+#: the loss differs by more than this many times the previous clean step's: the divergence matters
+CONSEQUENCE = 8.0
+#: ... and by more than this many roundoffs
+FLOOR = 64.0
+FLOAT_DTYPES = frozenset(ROUNDOFF)
+
+
+def roundoff(dtype: Any) -> float:
+    """The unit roundoff of ``dtype`` (0 for integers, booleans and unknown dtypes)."""
+    return ROUNDOFF.get(normalize_dtype(dtype), 0.0) if dtype is not None else 0.0
+
+
+@dataclass(slots=True)
+class EntryFacts:
+    """What the judge knows of one entry: its place and how far apart its two sides are."""
+
+    index: int
+    name: str
+    parent: str | None
+    kind: str                      # "forward", "backward", "parameters_grad" or "other"
+    result: str                    # the rules' verdict before the judge (pass / warning / error / unmatched)
+    in_err: float = 0.0
+    param_err: float = 0.0
+    out_err: float = 0.0
+    roundoff: float = 0.0          # the coarser output dtype of the two sides
+    outputs: list[tuple[int, float]] = field(default_factory=list)  # (row position, discrepancy) of outputs
+    worst_input: str = ""          # "input.1 (Norm 2.1 vs 2.0)"
+    worst_output: str = ""
+    side: str | None = None        # for an unmatched entry: "target" or "bench"
+    bench_name: str | None = None
+    message: str = ""              # the first error message of the rules, if any
+    stats_out: tuple = ()          # target output statistics of each output (to find in-place producers)
+    stats_in: tuple = ()           # target input statistics, same order as worst_input's candidates
+
+
+@dataclass
+class Finding:
+    """Where one step of one rank first went wrong."""
+
+    index: int
+    name: str
+    reason: str
+    kind: str                      # "adds error", "parameters", "only in target", "in-place", "inputs", "rules"
+    rows: tuple[int, ...] = ()     # rows of the entry to mark as errors
+    module: str | None = None      # for "parameters": the module whose parameters differ
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "reason": self.reason, "kind": self.kind}
+
+
+def _kind(name: str) -> str:
+    if ".parameters_grad" in name:
+        return "parameters_grad"
+    for part in reversed(name.split(".")):
+        if part in ("forward", "backward"):
+            return part
+    return "other"
+
+
+def _short(row: RowResult, entry: str) -> str:
+    leaf = row.npu or row.bench
+    return leaf.name[len(entry) + 1:] if leaf is not None and leaf.name.startswith(entry) else ""
+
+
+def _stats_key(leaf: Any) -> tuple | None:
+    if leaf is None or not leaf.is_tensor or leaf.shape is None:
+        return None
+    return (tuple(leaf.shape), leaf.dtype, *leaf.stats)
+
+
+def entry_facts(name: str, index: int, parent: str | None, result: str, rows: Sequence[RowResult],
+                mode: DataMode, side: str | None = None, bench_name: str | None = None) -> EntryFacts:
+    """The judge's view of one compared entry (``rows`` after the rules ran)."""
+    facts = EntryFacts(index, name, parent, _kind(name), result, side=side, bench_name=bench_name)
+    if side is not None:
+        return facts
+    if result == ERROR:
+        facts.message = next((row.err_message for row in rows if row.result == ERROR), "")
+    worst_in = worst_out = -1.0
+    outs, ins = [], []
+    for pos, row in enumerate(rows):
+        npu, bench = row.npu, row.bench
+        if npu is None or bench is None or not npu.is_tensor or not bench.is_tensor:
+            continue
+        err = mode.discrepancy(row)
+        if err is None:
+            continue
+        role = row.role
+        if role == "parameters":
+            facts.param_err = max(facts.param_err, err)
+            if err > worst_in:
+                worst_in, facts.worst_input = err, f"{_short(row, name)} ({_why(row, mode)})"
+        elif role == "input":
+            facts.in_err = max(facts.in_err, err)
+            ins.append((err, _stats_key(npu)))
+            if err > worst_in:
+                worst_in, facts.worst_input = err, f"{_short(row, name)} ({_why(row, mode)})"
+        elif role in ("output", "parameters_grad", "debug"):
+            facts.out_err = max(facts.out_err, err)
+            facts.outputs.append((pos, err))
+            facts.roundoff = max(facts.roundoff, roundoff(npu.dtype), roundoff(bench.dtype))
+            outs.append(_stats_key(npu))
+            if err > worst_out:
+                worst_out, facts.worst_output = err, f"{_short(row, name)} ({_why(row, mode)})"
+    facts.stats_out = tuple(outs)
+    facts.stats_in = tuple(key for _, key in sorted(ins, key=lambda item: -item[0]))
+    return facts
+
+
+def _why(row: RowResult, mode: DataMode) -> str:
+    return mode.differs(row) or "agrees"
+
+
+# -- one step ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class StepJudgement:
+    """The judge's verdicts on one step of one rank."""
+
+    errors: dict[int, Finding]     # entry index -> why it is an error
+    first: Finding | None
+    loss_err: float | None         # the loss's discrepancy (the next step's baseline)
+    loss_roundoff: float = 0.0
+    outside: Finding | None = None  # a divergence from outside the step, consequential or not
+    consequential: bool = False
+
+
+def _loss(facts: Sequence[EntryFacts]) -> EntryFacts | None:
+    """The last forward entry before the first backward entry (the loss, in a training step)."""
+    last = None
+    for f in facts:
+        if f.kind == "backward":
+            break
+        if f.kind == "forward" and f.side is None:
+            last = f
+    return last
+
+
+def _parents(facts: Sequence[EntryFacts]) -> dict[str, str | None]:
+    return {f.name: f.parent for f in facts}
+
+
+def judge_step(facts: Sequence[EntryFacts], step: int, baseline: float | None = None) -> StepJudgement:
+    """Judge one step (``facts`` in execution order); ``baseline`` is the loss discrepancy of the previous
+    clean step (``None`` at the first step)."""
+    parents = _parents(facts)
+    by_name = {f.name: f for f in facts}
+    inside: dict[str, float] = {}      # module -> coarsest roundoff of anything inside it
+    siblings: dict[str | None, float] = {}
+    carried = 0.0                      # the worst output error produced so far in the step
+    errors: dict[int, Finding] = {}
+    ruled: dict[int, Finding] = {}
+    outside: Finding | None = None
+    last_target_only: EntryFacts | None = None
+    produced: dict[tuple, EntryFacts] = {}  # target output statistics -> the entry that produced them
+    for f in facts:
+        if f.side is not None:
+            if f.side == "target":
+                last_target_only = f
+            continue
+        u = max(f.roundoff, inside.get(f.name, 0.0))
+        parent, depth = f.parent, 0
+        while parent is not None and depth < 256:  # a module's precision is the coarsest of anything inside it
+            inside[parent] = max(inside.get(parent, 0.0), u)
+            parent, depth = parents.get(parent), depth + 1
+        if f.result == ERROR:  # a rule's error (a scalar argument, a shape, ...) stands whatever the values
+            ruled[f.index] = Finding(f.index, f.name, f.message or "the rules flag an error", "rules")
+        if f.kind == "parameters_grad":
+            continue
+        context = siblings.get(f.parent, 0.0)
+        carries = max(f.in_err, f.param_err, context)
+        if f.out_err > 0 and f.out_err > ADDS_ERROR * (carries + u):
+            errors[f.index] = Finding(
+                f.index, f.name, f"{f.worst_output}: the entry adds error, {_times(f.out_err, carries + u)} what it "
+                f"carries (inputs {f.in_err:.3g}, parameters {f.param_err:.3g}, roundoff {u:.3g})", "adds error",
+                tuple(pos for pos, err in f.outputs if err > ADDS_ERROR * (carries + u)))
+        came_in = max(f.in_err, f.param_err)
+        if outside is None and came_in > 0 and came_in > ADDS_ERROR * (carried + u) and not errors and not ruled:
+            outside = _explain(f, step, by_name, last_target_only, produced)
+        siblings[f.parent] = max(context, f.out_err)
+        carried = max(carried, f.out_err)
+        for key in f.stats_out:
+            if key is not None:
+                produced[key] = f
+    loss = _loss(facts)
+    loss_err = loss.out_err if loss is not None else None
+    loss_u = loss.roundoff if loss is not None else 0.0
+    consequential = False
+    if outside is not None and loss_err is not None:
+        consequential = loss_err > max(CONSEQUENCE * (baseline or 0.0), FLOOR * loss_u) and loss.index > outside.index
+    if outside is not None and consequential and not any(i < outside.index for i in errors):
+        errors[outside.index] = outside
+    if outside is not None and not consequential:
+        # the divergence from outside changed nothing that matters (AdamW's noise in a few parameters): the
+        # entries it carries error into are consequences, not causes
+        errors = {i: e for i, e in errors.items() if i < outside.index}
+    for index, finding in ruled.items():
+        errors.setdefault(index, finding)
+    first = errors[min(errors)] if errors else None
+    return StepJudgement(errors, first, loss_err, loss_u, outside, consequential)
+
+
+def _times(err: float, carried: float) -> str:
+    return "infinitely more than" if carried == 0 else f"{err / carried:.3g} times"
+
+
+def _explain(f: EntryFacts, step: int, by_name: Mapping[str, EntryFacts], target_only: EntryFacts | None,
+             produced: Mapping[tuple, EntryFacts]) -> Finding:
+    """Why an entry's inputs differ although nothing before it in the step produced the difference."""
+    module = f.parent if f.param_err == 0 and f.parent in by_name and by_name[f.parent].param_err > 0 else None
+    if f.param_err > 0 or module is not None:
+        owner = f.name if f.param_err > 0 else module
+        what = f.worst_input if f.param_err > 0 else by_name[module].worst_input  # type: ignore[index]
+        if step > 0:
+            return Finding(f.index, f.name, f"parameters of {_module_of(owner)} differ ({what}) although nothing "
+                           f"in step {step} changed them: the update of step {step - 1} diverged", "parameters",
+                           module=_module_of(owner))
+        return Finding(f.index, f.name, f"parameters of {_module_of(owner)} differ ({what}) before any call of "
+                       "the step: the two runs start from different weights", "parameters", module=_module_of(owner))
+    if target_only is not None and target_only.index < f.index:
+        return Finding(target_only.index, target_only.name,
+                       f"only in the target dump; the next matched entry {f.name} already has differing inputs "
+                       f"({f.worst_input})", "only in target")
+    for key in f.stats_in:
+        producer = produced.get(key) if key is not None else None
+        if producer is not None and producer.name.split(".")[-3].endswith("_"):
+            return Finding(producer.index, producer.name,
+                           f"in-place call: {f.name} reads its output ({f.worst_input}) where the bench reads "
+                           "another value: a tensor was changed in place after it was produced", "in-place")
+    return Finding(f.index, f.name, f"inputs already differ ({f.worst_input}): the change comes from outside "
+                   "the dumped calls (data, or a call not dumped)", "inputs")
+
+
+def _module_of(name: str) -> str:
+    for marker in (".forward", ".backward", ".parameters_grad"):
+        if marker in name:
+            return name.split(marker)[0]
+    return name
+
+
+# -- msprobe's rules ---------------------------------------------------------------------------------
+
+
+def judge_step_by_rules(facts: Sequence[EntryFacts]) -> StepJudgement:
+    """``--rules msprobe``: the verdicts are the rules'; the step's answer is its first error entry."""
+    for f in facts:
+        if f.result == ERROR:
+            first = Finding(f.index, f.name, "first entry whose Result is error (msprobe's rules)", "rules")
+            return StepJudgement({}, first, None)
+    return StepJudgement({}, None, None)
+
+
+__all__ = ["ADDS_ERROR", "CONSEQUENCE", "EntryFacts", "FLOOR", "Finding", "ROUNDOFF", "StepJudgement",
+           "entry_facts", "judge_step", "judge_step_by_rules", "roundoff"]
