@@ -40,19 +40,31 @@ def test_perturbed_layer_is_the_first_divergence(tmp_path, mode):
     summary = compare(target, bench, tmp_path / "out")
     first = summary["first_divergence"]
     assert first["name"] == "Module.fc1.Linear.forward.0"
-    assert first["reason"].startswith("output.0")
+    assert first["reason"].startswith("output.0") and "the entry adds error" in first["reason"]
+    assert (first["kind"], first["step"], first["rank_id"], summary["rules"]) == ("adds error", 0, 0, "noise")
     assert "model.py, line 11" in first["stack"][0]
     rows = read_csv(result_csv(tmp_path / "out"))
+    assert summary["counts"]["unmatched"] == 0
+    # the noise judge: the one entry that adds error is the only error; what it feeds downstream passes
+    assert [r["NPU Name"] for r in rows if r["Result"] != "pass"] == ["Module.fc1.Linear.forward.0.output.0"]
+    assert summary["counts"]["error"] == 1
+    # msprobe's legend, row by row (--rules msprobe)
+    summary = compare(target, bench, tmp_path / "legend", rules="msprobe")
+    assert summary["rules"] == "msprobe"
+    rows = read_csv(result_csv(tmp_path / "legend"))
     before = [r for r in rows if r["NPU Name"].startswith("Functional.linear.0.forward")]
     assert before and all(r["Result"] == "pass" for r in before)
-    assert summary["counts"]["unmatched"] == 0
     fc1_out = next(r for r in rows if r["NPU Name"] == "Module.fc1.Linear.forward.0.output.0")
+    legend_first = summary["first_divergence"]  # msprobe's rules: the first entry whose Result is error
     if mode == "md5":
         assert fc1_out["Result"] == "error" and fc1_out["NPU MD5"] != fc1_out["BENCH MD5"]
     elif mode == "tensor":  # every element is 1% off: error rule 2 (one-thousandth ratio 0 < 0.6)
         assert fc1_out["Result"] == "error" and "One Thousandth" in fc1_out["Err_message"]
-    else:  # norm 1% off while inputs agree: warning rule 1
+    else:  # norm 1% off while inputs agree: warning rule 1, so no error entry at all
         assert fc1_out["Result"] == "warning" and "over 10x" in fc1_out["Err_message"]
+        assert legend_first is None
+    if mode != "statistics":
+        assert (legend_first["name"], legend_first["kind"]) == ("Module.fc1.Linear.forward.0", "rules")
 
 
 def test_statistics_metrics_equal_numpy(tmp_path):

@@ -113,7 +113,9 @@ def test_diff_analyze_tensor_log_mode_and_rank_list(tmp_path):
     _, _, said = compare(t, b, "-o", tmp_path / "out", "-da", "-tensor_log", "-m", "offline_model", "--rank", "0,1")
     (found,) = (tmp_path / "out").glob("diff_analyze_*.json")
     assert json.loads(found.read_text())["rank_0"][0]["name"] == "Module.fc1.Linear.forward.0"
-    assert "[compare] Module.fc1.Linear.forward.0: warning" in said
+    # the log is written with the job's verdicts: the entry that adds error is an error, as in the CSV
+    assert "[compare] Module.fc1.Linear.forward.0: error (3 tensors" in said
+    assert "[compare] Functional.relu.0.forward: pass" in said  # it only carries fc1's error on
     assert "[compare] Functional.linear.0.forward: pass" in said
     assert "-m offline_model" in said and "auto" in said  # one warning: the mode needs Ascend tools
     assert run_probe("compare", t, b, "-o", tmp_path / "x", "-m", "nonsense").returncode == 2

@@ -34,14 +34,23 @@ def first_divergence(entry_name: str, rows: list[RowResult], mode) -> str | None
     return None if first is None else first.reason
 
 
+def says(reason: str | None, *parts: str) -> bool:
+    """``reason`` names each of ``parts``, in this order (the judge's wording around them may change)."""
+    at = 0
+    for part in parts:
+        at = (reason or "").find(part, at)
+        if at < 0:
+            return False
+    return True
+
+
 def test_statistics_error_when_inputs_agree_and_output_norm_jumps():
     rows = [stat_row(t("X.0.forward.input.0"), t("X.0.forward.input.0")),
             stat_row(t("X.0.forward.output.0", norm=2.0), t("X.0.forward.output.0", norm=1.0))]
     assert judge_entry("Torch.matmul.0.forward", rows, STATISTICS) == ERROR
     assert rows[0].result == PASS and rows[1].result == ERROR
     assert "norm relative error 1 > 0.5" in rows[1].err_message
-    assert first_divergence("Torch.matmul.0.forward", rows, STATISTICS).startswith(
-        "output.0 (Norm 2.0 vs 1.0): the entry adds error")
+    assert says(first_divergence("X.0.forward", rows, STATISTICS), "output.0", "Norm 2.0 vs 1.0", "adds error")
 
 
 def test_statistics_warning_when_output_error_is_ten_times_the_inputs():
@@ -50,11 +59,10 @@ def test_statistics_warning_when_output_error_is_ten_times_the_inputs():
     assert judge_entry("Torch.matmul.0.forward", rows, STATISTICS) == WARNING
     assert "over 10x" in rows[1].err_message
     # the output's error (0.2) is far above the input's (0.001) and float32's roundoff: the entry adds error
-    assert "output.0 (Norm 1.2 vs 1.0): the entry adds error" in first_divergence("Torch.matmul.0.forward", rows,
-                                                                                  STATISTICS)
+    assert says(first_divergence("X", rows, STATISTICS), "output.0", "Norm 1.2 vs 1.0", "adds error", "200 times")
     rows = [stat_row(t("X.input.0", norm=1.1), t("X.input.0", norm=1.0)),
             stat_row(t("X.output.0", norm=1.2), t("X.output.0", norm=1.0))]
-    assert first_divergence("Torch.matmul.0.forward", rows, STATISTICS) is None  # the input carries it in
+    assert first_divergence("X", rows, STATISTICS) is None  # the input carries it in
 
 
 def test_row_rules_dtype_shape_requires_grad_scalar_nan():
@@ -92,8 +100,8 @@ def test_md5_rules_and_mindspore_dtype_spelling():
     judge_entry("Module.a.Linear.forward.0", rows, MD5)
     assert [r.result for r in rows] == [PASS, ERROR, WARNING]
     assert "CRC-32 differs" in rows[1].err_message and "Parameters only on the target side" in rows[2].err_message
-    assert first_divergence("Module.a.Linear.forward.0", rows[:2], MD5).startswith(
-        "output.0 (CRC-32 aa vs bb): the entry adds error, infinitely more than")
+    assert says(first_divergence("A", rows[:2], MD5), "output.0", "CRC-32 aa vs bb", "adds error",
+                "infinitely more than")
 
 
 def test_tensor_rules_thousandth_and_cosine():
@@ -174,6 +182,6 @@ def test_a_differing_scalar_argument_makes_the_op_the_divergence():
     scalar = lambda v: TensorMeta("M.input.1", "input", "float", "float", (), v, v, v, v, None, None, None, v, False)  # noqa: E731
     rows = [stat_row(t("M.input.0"), t("M.input.0")), RowResult(scalar(1.01), scalar(1.0)),
             stat_row(t("M.output.0", norm=1.01), t("M.output.0", norm=1.0))]
-    reason = first_divergence("Torch.mul.0.forward", rows, STATISTICS)
-    assert reason.startswith("output.0 (Norm 1.01 vs 1.0): the entry adds error")
+    reason = first_divergence("M", rows, STATISTICS)
+    assert says(reason, "output.0", "Norm 1.01 vs 1.0", "adds error")
     assert rows[1].result == ERROR and "Scalar values differ (1.01 vs 1.0)" in rows[1].err_message

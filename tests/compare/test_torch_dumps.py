@@ -98,10 +98,14 @@ def test_forward_hook_scaling_is_found_after_the_module(tmp_path):
     target = dump(tmp_path, "statistics", 1.01, "hook", "target")
     bench = dump(tmp_path, "statistics", 1.0, "none", "bench")
     first = compare(target, bench, tmp_path / "out")["first_divergence"]
-    assert first["name"] == "Tensor.__mul__.0.forward"
-    assert first["after"] == "Module.fc1.Linear.forward.0"
-    assert "Functional.relu.0.forward already has differing inputs" in first["reason"]
+    # the hook's multiplication is a call only the target made, just before the first entry whose inputs differ
+    assert (first["name"], first["kind"]) == ("Tensor.__mul__.0.forward", "only in target")
+    assert "the next matched entry Functional.relu.0.forward already has differing inputs" in first["reason"]
     assert any("train.py" in line for line in first["stack"])
+    rows = read_csv(result_csv(tmp_path / "out"))
+    errors = {r["NPU Name"].rsplit(".", 2)[0] for r in rows if r["Result"] == "error"}
+    # only the hook's call: a backward reading fc1's scaled activations carries that error, it adds none
+    assert errors == {"Tensor.__mul__.0.forward"}
 
 
 MSPROBE_MLP = Path(__file__).resolve().parents[1] / "fixtures" / "msprobe_pytorch_mlp_stat"

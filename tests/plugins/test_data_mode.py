@@ -48,8 +48,15 @@ def test_xor_compare_finds_the_gelu(xor_dumps, plugin_site, tmp_path):
     rows = csv_rows(tmp_path / "out")
     assert {"NPU XOR", "BENCH XOR"} <= set(rows[0]) and "Max diff" not in rows[0]
     gelu = next(r for r in rows if r["NPU Name"] == f"{GELU}.output.0")
-    assert gelu["Result"] == "error" and "XOR checksum differs" in gelu["Err_message"]
+    # the noise judge (default) uses the mode's discrepancy: a checksum that differs is an infinite one
+    assert gelu["Result"] == "error" and "adds error" in gelu["Err_message"]
     assert gelu["NPU XOR"] != gelu["BENCH XOR"]
+    # msprobe's rules run the mode's own judge_row
+    done = run_probe("compare", xor_dumps / "B", xor_dumps / "A", "-o", tmp_path / "legend", "--rules", "msprobe",
+                     pythonpath=[plugin_site])
+    assert done.returncode == 0, done.stderr
+    gelu = next(r for r in csv_rows(tmp_path / "legend") if r["NPU Name"] == f"{GELU}.output.0")
+    assert gelu["Result"] == "error" and "XOR checksum differs" in gelu["Err_message"]
 
 
 def test_xor_graph_colours_the_gelu(xor_dumps, plugin_site, tmp_path):

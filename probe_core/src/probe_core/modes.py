@@ -32,6 +32,7 @@ The config selects a mode through the spec's ``tasks`` and
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol
@@ -124,8 +125,9 @@ class DataMode:
         """How far apart the two tensors of ``row`` are, relative to their scale, for the noise-aware judge
         (:mod:`probe_core.compare.judge`): 0 when they agree exactly, about ``u`` when they differ by one
         rounding at unit roundoff ``u``, ``inf`` when only one side holds NaN/Inf; ``None`` when this mode
-        cannot tell (the judge then skips the leaf)."""
-        return None
+        cannot tell (the judge then skips the leaf). By default: 0 where :meth:`differs` finds no
+        difference, ``inf`` where it does (a mode without a scale: any difference is a divergence)."""
+        return 0.0 if self.differs(row) is None else math.inf
 
     def differs(self, row: RowResult) -> str | None:
         """Why the two tensors of ``row`` hold different values (a short reason), or ``None``.

@@ -423,8 +423,6 @@ def compare_ranks(target: RankDump, bench: RankDump, registry, options: CompareO
                 unmatched["target" if outcome.npu_entry is not None else "bench"].append(outcome.name)
             if outcome.facts is not None:
                 facts.append(outcome.facts)
-            if options.tensor_log:
-                output.log_outcome(outcome, columns)
             spool.add(outcome.facts.index if outcome.facts is not None else outcome.index, outcome.rendered)
             done += 1
             if advance and done % 64 == 0:
@@ -452,15 +450,19 @@ def write_rank(pending: PendingRank, options: CompareOptions) -> RankResult:
     result_at, message_at = writer.result_at, pending.columns.index("Err_message")
     counts = {PASS: 0, WARNING: 0, ERROR: 0, UNMATCHED: 0}
     row_counts = dict(counts)
+    names = {f.index: f.name for f in pending.facts} if options.tensor_log else {}
     try:
         for index, rows in output.RowSpool.read(pending.spool):
             finding = pending.errors.get(index)
-            if finding is not None:
+            if finding is not None and finding.kind != "rules":  # the rules marked their rows themselves
                 _mark(rows, finding, result_at, message_at)
             results = [row[result_at] for row in rows]
             for result in results:
                 row_counts[result] += 1
-            counts[UNMATCHED if UNMATCHED in results else worst(r for r in results if r != UNMATCHED)] += 1
+            entry_result = UNMATCHED if UNMATCHED in results else worst(r for r in results if r != UNMATCHED)
+            counts[entry_result] += 1
+            if options.tensor_log:  # after the job's verdicts, so the log says what the CSV says
+                output.log_outcome(names.get(index, f"entry {index}"), entry_result, rows, pending.columns)
             for row in rows:
                 writer.write(row)
     finally:

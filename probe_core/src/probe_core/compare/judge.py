@@ -37,6 +37,7 @@ first divergent node), so both name the same entry.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -79,7 +80,7 @@ class EntryFacts:
     out_err: float = 0.0
     roundoff: float = 0.0          # the coarser output dtype of the two sides
     outputs: list[tuple[int, float]] = field(default_factory=list)  # (row position, discrepancy) of outputs
-    worst_input: str = ""          # "input.1 (Norm 2.1 vs 2.0)"
+    worst_input: str = ""          # "input.1: Norm 2.1 vs 2.0"
     worst_output: str = ""
     side: str | None = None        # for an unmatched entry: "target" or "bench"
     bench_name: str | None = None
@@ -144,19 +145,19 @@ def entry_facts(name: str, index: int, parent: str | None, result: str, rows: Se
         if role == "parameters":
             facts.param_err = max(facts.param_err, err)
             if err > worst_in:
-                worst_in, facts.worst_input = err, f"{_short(row, name)} ({_why(row, mode)})"
+                worst_in, facts.worst_input = err, f"{_short(row, name)}: {_why(row, mode)}"
         elif role == "input":
             facts.in_err = max(facts.in_err, err)
             ins.append((err, _stats_key(npu)))
             if err > worst_in:
-                worst_in, facts.worst_input = err, f"{_short(row, name)} ({_why(row, mode)})"
+                worst_in, facts.worst_input = err, f"{_short(row, name)}: {_why(row, mode)}"
         elif role in ("output", "parameters_grad", "debug"):
             facts.out_err = max(facts.out_err, err)
             facts.outputs.append((pos, err))
             facts.roundoff = max(facts.roundoff, roundoff(npu.dtype), roundoff(bench.dtype))
             outs.append(_stats_key(npu))
             if err > worst_out:
-                worst_out, facts.worst_output = err, f"{_short(row, name)} ({_why(row, mode)})"
+                worst_out, facts.worst_output = err, f"{_short(row, name)}: {_why(row, mode)}"
     facts.stats_out = tuple(outs)
     facts.stats_in = tuple(key for _, key in sorted(ins, key=lambda item: -item[0]))
     return facts
@@ -209,6 +210,7 @@ def judge_step(facts: Sequence[EntryFacts], step: int, baseline: float | None = 
     outside: Finding | None = None
     last_target_only: EntryFacts | None = None
     produced: dict[tuple, EntryFacts] = {}  # target output statistics -> the entry that produced them
+    saved: dict[str, float] = {}       # forward entry -> the worst error of the tensors its backward may read
     for f in facts:
         if f.side is not None:
             if f.side == "target":
@@ -224,10 +226,14 @@ def judge_step(facts: Sequence[EntryFacts], step: int, baseline: float | None = 
         if f.kind == "parameters_grad":
             continue
         context = siblings.get(f.parent, 0.0)
+        if f.kind == "forward":
+            saved[f.name] = max(f.in_err, f.param_err, f.out_err)
+        elif f.kind == "backward":  # a backward also reads what its forward saved (inputs, weights, outputs)
+            context = max(context, saved.get(_forward_of(f.name), 0.0))
         carries = max(f.in_err, f.param_err, context)
         if f.out_err > 0 and f.out_err > ADDS_ERROR * (carries + u):
             errors[f.index] = Finding(
-                f.index, f.name, f"{f.worst_output}: the entry adds error, {_times(f.out_err, carries + u)} what it "
+                f.index, f.name, f"{f.worst_output}; the entry adds error: {_times(f.out_err, carries + u)} what it "
                 f"carries (inputs {f.in_err:.3g}, parameters {f.param_err:.3g}, roundoff {u:.3g})", "adds error",
                 tuple(pos for pos, err in f.outputs if err > ADDS_ERROR * (carries + u)))
         came_in = max(f.in_err, f.param_err)
@@ -256,8 +262,15 @@ def judge_step(facts: Sequence[EntryFacts], step: int, baseline: float | None = 
     return StepJudgement(errors, first, loss_err, loss_u, outside, consequential)
 
 
+def _forward_of(name: str) -> str:
+    """The forward entry of a backward one: ``X.0.backward`` -> ``X.0.forward``, ``M.Linear.backward.0`` ->
+    ``M.Linear.forward.0``."""
+    head, _, tail = name.rpartition(".backward")
+    return f"{head}.forward{tail}"
+
+
 def _times(err: float, carried: float) -> str:
-    return "infinitely more than" if carried == 0 else f"{err / carried:.3g} times"
+    return "infinitely more than" if carried == 0 or math.isinf(err) else f"{err / carried:.3g} times"
 
 
 def _explain(f: EntryFacts, step: int, by_name: Mapping[str, EntryFacts], target_only: EntryFacts | None,

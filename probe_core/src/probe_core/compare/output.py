@@ -129,13 +129,14 @@ class RowWriter:
             self._book = None
 
 
-def log_outcome(outcome: Any, columns: Sequence[str]) -> None:
-    """-tensor_log: one line per compared entry: its result, rows and the first metric of its worst row."""
+def log_outcome(name: str, result: str, rows: Sequence[Sequence[Any]], columns: Sequence[str]) -> None:
+    """-tensor_log: one line per compared entry: its result, rows and the first metric of its first row
+    that has one (``rows`` as written, with the job's verdicts)."""
     metric = columns[len(BASIC_INFO)] if len(columns) > len(BASIC_INFO) else None
     at = columns.index(metric) if metric else None
-    values = [row[at] for row in outcome.rendered if at is not None and row[at] != NA]
+    values = [row[at] for row in rows if at is not None and row[at] != NA]
     shown = f", {metric} {values[0]}" if values else ""
-    print(f"[compare] {outcome.name}: {outcome.result} ({len(outcome.rendered)} tensors{shown})", flush=True)
+    print(f"[compare] {name}: {result} ({len(rows)} tensors{shown})", flush=True)
 
 
 def write_diff_analyze(out: Path, results: Sequence[Any]) -> Path:

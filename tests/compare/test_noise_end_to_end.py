@@ -1,0 +1,142 @@
+"""The noise judge end to end: real float32 runs of a tiny torch model against a float64 bench.
+
+``probe run`` collects four runs of the same seeded training script (two blocks of Linear + GELU +
+LayerNorm, a head, softmax, three SGD steps): the bench in float64, and in float32 a clean target,
+one where block 1's GELU uses the tanh approximation, and one whose learning rate is doubled. Every
+float32 entry differs from the float64 bench by rounding noise; only the planted bugs may be named.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from probe_core.compare.engine import CompareOptions, run_compare
+from probe_core.plugins import load_registry
+
+from .helpers import PROBE, read_csv, read_summary, result_csv
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = textwrap.dedent("""
+    import sys
+    import torch
+
+    dtype = torch.float64 if sys.argv[1] == "float64" else torch.float32
+    bug = sys.argv[2]
+    torch.manual_seed(0)
+
+
+    class Block(torch.nn.Module):
+        def __init__(self, width, approximate="none"):
+            super().__init__()
+            self.fc = torch.nn.Linear(width, width)
+            self.act = torch.nn.GELU(approximate=approximate)
+            self.norm = torch.nn.LayerNorm(width)
+
+        def forward(self, x):
+            return self.norm(self.act(self.fc(x)))
+
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = torch.nn.Sequential(Block(16), Block(16, "tanh" if bug == "gelu" else "none"))
+            self.head = torch.nn.Linear(16, 4)
+
+        def forward(self, x):
+            return torch.softmax(self.head(self.blocks(x)), dim=-1)
+
+
+    net = Net().to(dtype)
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.2 if bug == "lr" else 0.1, momentum=0.9)
+    data = torch.randn(3, 8, 16, dtype=torch.float64)
+    labels = torch.softmax(torch.randn(3, 8, 4, dtype=torch.float64), dim=-1)
+    for step in range(3):
+        optimizer.zero_grad()
+        loss = ((net(data[step].to(dtype)) - labels[step].to(dtype)) ** 2).sum()
+        loss.backward()
+        optimizer.step()
+""")
+
+RUNS = {"bench": ("float64", "none"), "clean": ("float32", "none"), "gelu": ("float32", "gelu"),
+        "lr": ("float32", "lr")}
+
+
+@pytest.fixture(scope="module")
+def dumps(tmp_path_factory) -> Path:
+    """The four runs, collected at once (statistics, level mix: one step folder per optimizer update)."""
+    root = tmp_path_factory.mktemp("noise_e2e")
+    (root / "train.py").write_text(SCRIPT)
+    procs = {name: subprocess.Popen([PROBE, "run", "--task", "statistics", "--level", "mix", "--dump-path",
+                                     str(root / name), "train.py", *argv], cwd=root, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+             for name, argv in RUNS.items()}
+    for name, proc in procs.items():
+        _, err = proc.communicate(timeout=240)
+        assert proc.returncode == 0, (name, err[-3000:])
+        assert sorted(p.name for p in (root / name).iterdir()) == ["step0", "step1", "step2"], name
+    return root
+
+
+def compare(dumps: Path, target: str) -> dict:
+    out = dumps / f"out_{target}"
+    return run_compare(CompareOptions(dumps / target, dumps / "bench", out, progress=False), load_registry())
+
+
+def error_entries(out: Path, step: int) -> list[str]:
+    """The entries of the error rows of a step's CSV, in row order (each entry once)."""
+    names: list[str] = []
+    for row in read_csv(result_csv(out, step=step)):
+        if row["Result"] == "error":
+            entry = _entry_of(row["NPU Name"])
+            if entry not in names:
+                names.append(entry)
+    return names
+
+
+def _entry_of(leaf: str) -> str:
+    for marker in (".input.", ".output.", ".parameters."):
+        if marker in leaf:
+            return leaf.split(marker)[0]
+    return leaf.rsplit(".", 1)[0]  # Module.x.parameters_grad.0.weight -> Module.x.parameters_grad.0
+
+
+def test_float32_against_float64_is_clean(dumps):
+    summary = compare(dumps, "clean")
+    assert summary["rules"] == "noise" and summary["first_divergence"] is None
+    assert [rank["label"] for rank in summary["ranks"]] == ["rank0_step0", "rank0_step1", "rank0_step2"]
+    for step in range(3):
+        rows = read_csv(result_csv(dumps / "out_clean", step=step))
+        assert len(rows) > 40 and all(r["Result"] == "pass" for r in rows), \
+            [(r["NPU Name"], r["Err_message"]) for r in rows if r["Result"] != "pass"]
+    # every row compares float32 with float64: a note, not an error
+    assert any("compared at the coarser precision" in r["Err_message"] for r in rows)
+
+
+def test_a_tanh_gelu_is_the_first_divergence(dumps):
+    out = dumps / "out_gelu"
+    done = subprocess.run([PROBE, "compare", dumps / "gelu", dumps / "bench", "-o", out, "--quiet"],
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    first = read_summary(out)["first_divergence"]
+    assert (first["name"], first["step"], first["rank_id"], first["kind"]) == \
+        ("Functional.gelu.1.forward", 0, 0, "adds error")
+    assert first["module"] == "Module.blocks.1.act.GELU.forward.0"
+    assert any("train.py" in line for line in first["stack"])
+    errors = error_entries(out, 0)
+    assert errors[0] == "Functional.gelu.1.forward", errors  # block 0 and block 1's fc pass: only noise
+    assert "Module.blocks.0.Block.forward.0" not in errors
+
+
+def test_a_doubled_learning_rate_is_the_update_of_step_0(dumps):
+    summary = compare(dumps, "lr")
+    first = summary["first_divergence"]
+    # step 0's forward and backward agree; step 1 reads other parameters: step 0's update diverged
+    assert (first["step"], first["kind"]) == (0, "update")
+    assert first["name"] == "Module.blocks.0.fc.Linear.parameters_grad.0"
+    assert "its gradients here agree" in first["reason"]
+    assert error_entries(dumps / "out_lr", 0) == ["Module.blocks.0.fc.Linear.parameters_grad.0"]

@@ -1,0 +1,229 @@
+"""The noise-aware judge on hand-built facts: which entry adds error, steps chained, ranks ordered.
+
+Each test builds the :class:`EntryFacts` a compare would produce for a few entries of a step (the worst
+input, parameter and output discrepancy of each, its roundoff) and checks what
+:func:`judge_step` / :func:`judge_job` name. ``stats_discrepancy`` (the statistics mode's measure) is
+checked against numpy.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from probe_core.compare.judge import ADDS_ERROR, EntryFacts, judge_step
+from probe_core.compare.rules import ERROR, PASS
+from probe_core.compare.verdicts import StepFacts, judge_job
+from probe_core.dump import TensorMeta
+from probe_modes.statistics import stats_discrepancy
+
+U = 2.0 ** -24  # float32's unit roundoff
+
+
+def entry(index: int, name: str, inp: float = 0.0, out: float = 0.0, param: float = 0.0, parent: str | None = None,
+          result: str = PASS, side: str | None = None, **extra) -> EntryFacts:
+    """One entry's facts; its kind follows its name as a compare names it."""
+    kind = ("parameters_grad" if ".parameters_grad" in name else "backward" if ".backward" in name
+            else "forward" if ".forward" in name else "other")
+    return EntryFacts(index, name, parent, kind, result, in_err=inp, param_err=param, out_err=out,
+                      roundoff=0.0 if side else U, outputs=[(0, out)] if side is None else [],
+                      worst_output="output.0: differs" if out else "", worst_input="input.0: differs" if inp else "",
+                      side=side, **extra)
+
+
+def training_step(fc_param: float = 0.0, fc_out: float = U, loss_out: float = U, grad_out: float = U) -> list[EntryFacts]:
+    """A step of ``loss(fc(x))``: forward, backward, the parameter gradients of fc."""
+    return [entry(0, "Module.fc.Linear.forward.0", param=fc_param, out=fc_out),
+            entry(1, "Functional.mse_loss.0.forward", inp=fc_out, out=loss_out),
+            entry(2, "Functional.mse_loss.0.backward", out=U),
+            entry(3, "Module.fc.Linear.backward.0", inp=U, out=U),
+            entry(4, "Module.fc.Linear.parameters_grad", out=grad_out)]
+
+
+# -- one step --------------------------------------------------------------------------------------
+
+
+def test_an_entry_far_above_its_inputs_and_roundoff_is_the_first():
+    facts = [entry(0, "Torch.matmul.0.forward", out=U),
+             entry(1, "Functional.gelu.0.forward", inp=U, out=1e-3),   # ~8000x what it carries
+             entry(2, "Functional.layer_norm.0.forward", inp=1e-3, out=1e-3),
+             entry(3, "Torch.softmax.0.forward", inp=1e-3, out=5e-2)]  # 50x its input, but later
+    judged = judge_step(facts, 0)
+    assert judged.first.name == "Functional.gelu.0.forward" and judged.first.kind == "adds error"
+    assert "adds error" in judged.first.reason and judged.first.rows == (0,)
+    assert sorted(judged.errors) == [1, 3]  # the layer_norm only carries the gelu's error on
+
+
+def test_noise_below_the_threshold_is_not_flagged():
+    carried = U + U  # the input's error plus the roundoff
+    quiet = [entry(0, "Torch.matmul.0.forward", out=U),
+             entry(1, "Functional.gelu.0.forward", inp=U, out=30 * carried)]
+    judged = judge_step(quiet, 0)
+    assert judged.first is None and judged.errors == {}
+    loud = [quiet[0], entry(1, "Functional.gelu.0.forward", inp=U, out=(ADDS_ERROR + 2) * carried)]
+    assert judge_step(loud, 0).first.name == "Functional.gelu.0.forward"
+
+
+def test_a_backward_carries_the_error_its_forward_saved():
+    """grad_weight = grad_out^T @ x: a backward whose forward input differs is no origin."""
+    facts = [entry(0, "Functional.linear.0.forward", inp=1e-2, out=1e-2),
+             entry(1, "Functional.linear.0.backward", inp=0.0, out=1e-2)]
+    judged = judge_step(facts, 0)
+    assert 1 not in judged.errors
+
+
+def test_only_in_target_call_before_differing_inputs_is_named():
+    facts = [entry(0, "Torch.matmul.0.forward", out=U),
+             entry(1, "Tensor.__mul__.0.forward", side="target"),  # a hook only the target has
+             entry(2, "Functional.relu.0.forward", inp=1e-2, out=1e-2),
+             entry(3, "Functional.mse_loss.0.forward", inp=1e-2, out=1e-2)]
+    judged = judge_step(facts, 0)
+    assert (judged.first.name, judged.first.kind) == ("Tensor.__mul__.0.forward", "only in target")
+    assert "Functional.relu.0.forward already has differing inputs" in judged.first.reason
+
+
+def test_an_in_place_producer_is_named():
+    """The consumer reads what an in-place call wrote (same statistics) where the bench reads another value."""
+    written = ((4, 4), "torch.float32", 2.0, -1.0, 0.5, 3.0)
+    facts = [entry(0, "Torch.matmul.0.forward", out=U),
+             entry(1, "Tensor.add_.0.forward", inp=0.0, out=0.0, stats_out=(written,)),
+             entry(2, "Functional.relu.0.forward", inp=1e-2, out=1e-2, stats_in=(written,)),
+             entry(3, "Functional.mse_loss.0.forward", inp=1e-2, out=1e-2)]
+    judged = judge_step(facts, 0)
+    assert (judged.first.name, judged.first.kind) == ("Tensor.add_.0.forward", "in-place")
+
+
+def test_differing_inputs_from_outside_the_dump():
+    facts = [entry(0, "Functional.relu.0.forward", inp=1e-2, out=1e-2),
+             entry(1, "Functional.mse_loss.0.forward", inp=1e-2, out=1e-2)]
+    judged = judge_step(facts, 0)
+    assert (judged.first.name, judged.first.kind) == ("Functional.relu.0.forward", "inputs")
+
+
+def test_rule_errors_stay_errors():
+    shape = "Shape inconsistent ([3] vs [2, 2])."
+    facts = [entry(0, "Torch.matmul.0.forward", out=U),
+             entry(1, "Torch.reshape.0.forward", result=ERROR, message=shape),  # values agree: a rule's error
+             entry(2, "Functional.gelu.0.forward", inp=U, out=1e-3)]
+    judged = judge_step(facts, 0)
+    assert (judged.first.name, judged.first.kind, judged.first.reason) == ("Torch.reshape.0.forward", "rules", shape)
+    assert sorted(judged.errors) == [1, 2]
+    # ... also after a divergence from outside that changes nothing (the noise judge drops what it carries)
+    quiet = [entry(0, "Module.fc.Linear.forward.0", param=1e-3, out=1e-3),
+             entry(1, "Torch.reshape.0.forward", result=ERROR, message=shape),
+             entry(2, "Functional.mse_loss.0.forward", inp=1e-3, out=U)]
+    assert judge_step(quiet, 1, baseline=U).errors.keys() == {1}
+
+
+# -- steps chained -------------------------------------------------------------------------------------
+
+
+def test_parameters_that_differ_at_step_1_point_at_the_update_of_step_0():
+    steps = [StepFacts(0, 0, training_step()),
+             StepFacts(1, 0, training_step(fc_param=1e-3, fc_out=1e-3, loss_out=1e-3))]
+    answer = judge_job(steps)
+    assert (answer.step, answer.rank) == (0, 0)
+    assert (answer.finding.name, answer.finding.kind) == ("Module.fc.Linear.parameters_grad", "update")
+    assert "next step reads different parameters of Module.fc.Linear" in answer.finding.reason
+    assert "gradients here agree" in answer.finding.reason  # they do: the optimizer is to blame
+    assert steps[0].judgement.errors.keys() == {4}
+    assert steps[1].judgement.first.kind == "parameters"
+
+
+def test_parameters_that_differ_without_changing_the_loss_name_nothing():
+    """AdamW's noise in a few parameters: the step's entries that amplify it are consequences."""
+    amplified = training_step(fc_param=1e-3, fc_out=1e-3, loss_out=2 * U)
+    amplified.insert(1, entry(1, "Torch.softmax.0.forward", inp=1e-3, out=1.0))  # adds error, but only noise
+    for position, facts in enumerate(amplified):
+        facts.index = position
+    steps = [StepFacts(0, 0, training_step()), StepFacts(1, 0, amplified)]
+    assert judge_job(steps) is None
+    assert steps[1].judgement.errors == {} and not steps[1].judgement.consequential
+    assert steps[0].judgement.first is None
+
+
+def test_msprobe_rules_name_the_first_error_entry():
+    facts = [entry(0, "Functional.gelu.0.forward", out=1e-3), entry(1, "Torch.add.0.forward", result=ERROR)]
+    answer = judge_job([StepFacts(0, 0, facts)], rules="msprobe")
+    assert (answer.finding.name, answer.finding.kind) == ("Torch.add.0.forward", "rules")
+
+
+# -- ranks ordered ----------------------------------------------------------------------------------
+
+
+def test_a_rank_that_diverges_before_the_all_reduce_is_the_cause():
+    """Rank 1's matmul adds error; rank 0 first sees it come out of the all_reduce it shares with rank 1."""
+    rank0 = [entry(0, "Torch.matmul.0.forward", out=U),
+             entry(1, "Distributed.all_reduce.0.forward", inp=U, out=1e-2),  # received: clean in, not out
+             entry(2, "Functional.mse_loss.0.forward", inp=1e-2, out=1e-2)]
+    rank1 = [entry(0, "Torch.add.0.forward", out=U),
+             entry(1, "Torch.add.1.forward", inp=U, out=U),
+             entry(2, "Torch.matmul.0.forward", inp=U, out=1e-2),
+             entry(3, "Distributed.all_reduce.0.forward", inp=1e-2, out=1e-2),
+             entry(4, "Functional.mse_loss.0.forward", inp=1e-2, out=1e-2)]
+    steps = [StepFacts(0, 0, rank0), StepFacts(0, 1, rank1)]
+    answer = judge_job(steps)
+    assert (answer.rank, answer.finding.name) == (1, "Torch.matmul.0.forward")
+    assert answer.concurrent == []
+    assert steps[0].judgement.first.name == "Distributed.all_reduce.0.forward"  # each rank keeps its own answer
+
+
+def test_own_divergences_in_the_same_epoch_are_concurrent():
+    rank0 = [entry(0, "Torch.matmul.0.forward", out=U), entry(1, "Functional.gelu.0.forward", inp=U, out=1e-2)]
+    rank1 = [entry(0, "Functional.gelu.0.forward", out=1e-2), entry(1, "Torch.matmul.0.forward", inp=1e-2, out=1e-2)]
+    answer = judge_job([StepFacts(0, 1, rank1), StepFacts(0, 0, rank0)])
+    assert (answer.rank, answer.finding.name) == (0, "Functional.gelu.0.forward")
+    assert answer.concurrent == [(1, "Functional.gelu.0.forward")]
+
+
+def test_a_later_epoch_loses_to_an_earlier_one_whatever_the_rank():
+    rank0 = [entry(0, "Distributed.all_reduce.0.forward", out=U), entry(1, "Functional.gelu.0.forward", inp=U,
+                                                                          out=1e-2)]
+    rank1 = [entry(0, "Functional.gelu.0.forward", out=1e-2), entry(1, "Distributed.all_reduce.0.forward",
+                                                                        inp=1e-2, out=1e-2)]
+    answer = judge_job([StepFacts(0, 0, rank0), StepFacts(0, 1, rank1)])
+    assert (answer.rank, answer.finding.name) == (1, "Functional.gelu.0.forward")
+
+
+def test_the_earliest_step_wins_across_ranks():
+    clean = [entry(0, "Torch.matmul.0.forward", out=U)]
+    late = [entry(0, "Torch.matmul.0.forward", out=1e-2)]
+    answer = judge_job([StepFacts(0, 0, clean), StepFacts(1, 0, late), StepFacts(0, 1, clean), StepFacts(1, 1, late)])
+    assert (answer.step, answer.rank) == (1, 0) and answer.concurrent == [(1, "Torch.matmul.0.forward")]
+
+
+# -- the statistics mode's discrepancy --------------------------------------------------------------
+
+
+def leaf(values: np.ndarray, dtype: str = "torch.float32") -> TensorMeta:
+    v = values.astype(np.float64)
+    return TensorMeta("X.output.0", "output", "torch.Tensor", dtype, tuple(values.shape), float(v.max()),
+                      float(v.min()), float(v.mean()), float(np.linalg.norm(v)), False, None, None, None, True)
+
+
+def test_stats_discrepancy_measures_relative_error_on_the_natural_scales():
+    x = np.random.default_rng(0).standard_normal((64, 32))
+    assert stats_discrepancy(leaf(x), leaf(x)) == 0.0
+    for e in (1e-6, 1e-3, 1e-1):  # every element off by a relative e: about e, never more
+        measured = stats_discrepancy(leaf(x * (1 + e)), leaf(x))
+        assert e / 2 < measured <= e * (1 + 1e-9)
+    # float32 rounding of float64 values: about one roundoff (the judge's noise)
+    assert 0 < stats_discrepancy(leaf(x.astype(np.float32)), leaf(x, "torch.float64")) <= 2 * U
+    # a shifted mean on a tensor with a near-zero mean: measured against the root mean square, not the mean
+    assert stats_discrepancy(leaf(x + 1e-4), leaf(x)) == pytest.approx(1e-4 / math.sqrt(np.mean(x * x)), rel=1e-3)
+
+
+def test_stats_discrepancy_of_nan_and_inf():
+    x = np.random.default_rng(1).standard_normal(16)
+    bad = x.copy()
+    bad[3] = np.nan
+    assert stats_discrepancy(leaf(bad), leaf(x)) == math.inf
+    assert stats_discrepancy(leaf(bad), leaf(bad)) == 0.0  # the same NaN on both sides: nothing added
+    inf = x.copy()
+    inf[0] = np.inf
+    assert stats_discrepancy(leaf(inf), leaf(x)) == math.inf
+    unknown = TensorMeta("X.output.0", "output", "torch.Tensor", "torch.float32", (4,), None, None, None, None,
+                         False, None, None, None, True)
+    assert stats_discrepancy(unknown, leaf(x)) is None  # nothing to measure: the judge skips the leaf
