@@ -46,6 +46,9 @@ class Client:
     planted: dict[str, str]  # level -> first divergent entry
     planted_module: str | None = None  # at mix: the module holding the first divergent API call
     backward_at_l0: bool = True  # False: compiled, its modules run inside the compiled graph
+    # levels where the plant changes values by less than the target's rounding noise (and no argument shows
+    # it): probe compare's noise-aware judge must name nothing there
+    below_noise: tuple[str, ...] = ()
     timeout: int = 300
 
 
@@ -71,7 +74,10 @@ CLIENTS = {c.name: c for c in [
     _client("torch-compile", "compiled.py", None, r"Functional\.cross_entropy\.0\.forward",
             l0=r"Module\.[02]\.Linear\.parameters_grad\.0", backward_at_l0=False),
     _client("grad-accumulation", "grad_accum.py", "Module.2.GELU.forward.0", r"Functional\.gelu\.0\.forward"),
-    _client("amp-bf16-gradscaler", "amp_bf16.py", "Module.1.GELU.forward.0", r"Functional\.gelu\.0\.forward"),
+    # at L0 only the GELU module's tensors show the plant: bfloat16 outputs that the tanh approximation changes
+    # by ~1e-5 of their norm, far below one bfloat16 rounding (2^-8); L1 and mix see the "approximate" argument
+    _client("amp-bf16-gradscaler", "amp_bf16.py", "Module.1.GELU.forward.0", r"Functional\.gelu\.0\.forward",
+            below_noise=("L0",)),
 ]}
 
 
@@ -175,8 +181,12 @@ def compare_clean(summary: dict[str, Any]) -> bool:
 
 
 def planted_found(result: Result, level: str) -> bool:
-    """The first divergence is in step 1, at the planted op (at mix: inside the planted module)."""
-    first = result.compares.get(level, {}).get("first_divergence") or {}
+    """The first divergence is in step 1, at the planted op (at mix: inside the planted module); at a level
+    where the plant is below the rounding noise, there is no first divergence at all."""
+    summary = result.compares.get(level, {})
+    if level in result.client.below_noise:
+        return "first_divergence" in summary and summary["first_divergence"] is None
+    first = summary.get("first_divergence") or {}
     if first.get("rank") != "rank0_step1" or not re.fullmatch(result.client.planted[level], first.get("name", "")):
         return False
     return level != "mix" or result.client.planted_module is None or first.get("module") == result.client.planted_module

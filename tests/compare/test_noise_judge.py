@@ -102,6 +102,31 @@ def test_differing_inputs_from_outside_the_dump():
     assert (judged.first.name, judged.first.kind) == ("Functional.relu.0.forward", "inputs")
 
 
+def test_differing_inputs_of_the_loss_itself_are_consequential():
+    """The data changed outside the dump and the loss is the first dumped call (a compiled model at L1)."""
+    facts = [entry(0, "Tensor.__getitem__.0.forward", out=0.0),
+             entry(1, "Functional.cross_entropy.0.forward", inp=1e-2, out=1e-3),
+             entry(2, "Functional.cross_entropy.0.backward", out=1e-3)]
+    judged = judge_step(facts, 1, baseline=0.0)
+    assert judged.consequential and (judged.first.name, judged.first.kind) == ("Functional.cross_entropy.0.forward",
+                                                                              "inputs")
+
+
+def test_gradients_are_no_origin_but_show_a_change_nothing_dumped_made():
+    """A compiled model at L0: only the parameter gradients are dumped; they differ at step 1."""
+    clean = [entry(0, "Module.0.Linear.parameters_grad.0", out=U), entry(1, "Module.2.Linear.parameters_grad.0", out=U)]
+    changed = [entry(0, "Module.0.Linear.parameters_grad.0", out=1e-2),
+               entry(1, "Module.2.Linear.parameters_grad.0", out=1e-2)]
+    steps = [StepFacts(0, 0, clean), StepFacts(1, 0, changed)]
+    answer = judge_job(steps)
+    assert (answer.step, answer.finding.name, answer.finding.kind) == (1, "Module.0.Linear.parameters_grad.0",
+                                                                       "inputs")
+    # after backward entries that carry the error, a gradient that differs is only a consequence
+    carried = [entry(0, "Functional.linear.0.forward", out=1e-2), entry(1, "Functional.linear.0.backward", out=1e-2),
+               entry(2, "Module.0.Linear.parameters_grad.0", out=1e-2)]
+    assert judge_step(carried, 0).first.name == "Functional.linear.0.forward"
+
+
 def test_rule_errors_stay_errors():
     shape = "Shape inconsistent ([3] vs [2, 2])."
     facts = [entry(0, "Torch.matmul.0.forward", out=U),

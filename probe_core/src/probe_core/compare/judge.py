@@ -223,7 +223,11 @@ def judge_step(facts: Sequence[EntryFacts], step: int, baseline: float | None = 
             parent, depth = parents.get(parent), depth + 1
         if f.result == ERROR:  # a rule's error (a scalar argument, a shape, ...) stands whatever the values
             ruled[f.index] = Finding(f.index, f.name, f.message or "the rules flag an error", "rules")
-        if f.kind == "parameters_grad":
+        if f.kind == "parameters_grad":  # never an origin; but differing while nothing before them did, they
+            # show a change in calls that were not dumped (a compiled model at L0: its gradients are all there is)
+            if outside is None and not errors and not ruled and f.out_err > ADDS_ERROR * (carried + u):
+                outside = Finding(f.index, f.name, f"{f.worst_output}; parameter gradients differ although no dumped "
+                                  "call before them does: the change comes from calls not dumped", "inputs")
             continue
         context = siblings.get(f.parent, 0.0)
         if f.kind == "forward":
@@ -248,8 +252,10 @@ def judge_step(facts: Sequence[EntryFacts], step: int, baseline: float | None = 
     loss_err = loss.out_err if loss is not None else None
     loss_u = loss.roundoff if loss is not None else 0.0
     consequential = False
-    if outside is not None and loss_err is not None:
-        consequential = loss_err > max(CONSEQUENCE * (baseline or 0.0), FLOOR * loss_u) and loss.index > outside.index
+    if outside is not None and loss_err is None:  # no loss dumped (L0 of a compiled model): nothing says it is noise
+        consequential = True
+    elif outside is not None and loss_err is not None:  # the loss itself may be the entry whose inputs differ
+        consequential = loss_err > max(CONSEQUENCE * (baseline or 0.0), FLOOR * loss_u) and loss.index >= outside.index
     if outside is not None and consequential and not any(i < outside.index for i in errors):
         errors[outside.index] = outside
     if outside is not None and not consequential:
