@@ -252,3 +252,12 @@ def test_stats_discrepancy_of_nan_and_inf():
     unknown = TensorMeta("X.output.0", "output", "torch.Tensor", "torch.float32", (4,), None, None, None, None,
                          False, None, None, None, True)
     assert stats_discrepancy(unknown, leaf(x)) is None  # nothing to measure: the judge skips the leaf
+
+
+def test_stats_discrepancy_of_integer_tensors_uses_max_and_min():
+    def ids(high):  # token ids: msprobe and probe write Max/Min only for integer tensors
+        return TensorMeta("X.input.0", "input", "torch.Tensor", "torch.int64", (4, 16), high, 0, None, None,
+                          False, None, None, None, True)
+
+    assert stats_discrepancy(ids(63), ids(63)) == 0.0
+    assert stats_discrepancy(ids(60), ids(63)) == pytest.approx(3 / 63)

@@ -76,36 +76,37 @@ def close(a: Any, b: Any) -> bool:
     return abs(x - y) <= DIVERGENCE_ATOL + DIVERGENCE_RTOL * abs(y)
 
 
-def _numbers(stats: Any) -> tuple[float, ...] | None:
+def _numbers(stats: Any) -> tuple[float, ...]:
+    """The leading statistics that are numbers: all four for a float tensor, Max and Min for an integer one."""
     out = []
     for value in stats:
         number = as_float(value)
         if number is None:
-            return None
+            break
         out.append(number)
     return tuple(out)
 
 
 def stats_discrepancy(npu: Any, bench: Any) -> float | None:
     """How far apart two tensors' statistics are, each against its natural scale: Max and Min against the
-    larger magnitude of both, Mean against the root mean square (Norm / sqrt(n)), Norm against itself.
-    For a tensor whose every element is off by a relative ``e`` the result is at most about ``e``."""
+    larger magnitude of both, Mean against the root mean square (Norm / sqrt(n)), Norm against itself
+    (an integer tensor has Max and Min only). For a tensor whose every element is off by a relative ``e``
+    the result is at most about ``e``; ``None`` when the statistics cannot be compared."""
     a, b = _numbers(npu.stats), _numbers(bench.stats)
-    if a is None or b is None or len(a) != 4:
-        if a is not None and b is not None and len(a) >= 2 and a[:2] != b[:2]:  # integers: Max/Min only
-            scale = max(abs(a[0]), abs(a[1]), abs(b[0]), abs(b[1]))
-            return max(abs(a[0] - b[0]), abs(a[1] - b[1])) / scale if scale else math.inf
-        return 0.0 if a is not None and a == b else None
+    if len(a) < 2 or len(a) != len(b):
+        return None
     if a == b:
         return 0.0
     if not all(map(math.isfinite, a + b)):
         same = all(x == y or (math.isnan(x) and math.isnan(y)) for x, y in zip(a, b))
         return 0.0 if same else math.inf
-    count = 1
-    for size in bench.shape or ():
-        count *= size
     magnitude = max(abs(a[0]), abs(a[1]), abs(b[0]), abs(b[1]))
-    scales = (magnitude, magnitude, b[3] / math.sqrt(max(count, 1)), b[3])
+    scales = [magnitude, magnitude]
+    if len(a) == 4:
+        count = 1
+        for size in bench.shape or ():
+            count *= size
+        scales += [b[3] / math.sqrt(max(count, 1)), b[3]]
     worst = 0.0
     for x, y, scale in zip(a, b, scales):
         if x != y:
