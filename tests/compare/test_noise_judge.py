@@ -95,6 +95,20 @@ def test_an_in_place_producer_is_named():
     assert (judged.first.name, judged.first.kind) == ("Tensor.add_.0.forward", "in-place")
 
 
+def test_an_unchanged_input_from_a_getitem_names_no_in_place_call():
+    """``criterion(model(x), y[step])``: the labels come unchanged from ``__getitem__`` (a dunder, not an in-place
+    call), the logits differ because of calls not dumped; the answer is the loss's inputs, not the getitem."""
+    from probe_core.compare.judge import _in_place
+
+    assert _in_place("Tensor.add_.0.forward") and _in_place("Tensor.__iadd__.0.forward")
+    assert not _in_place("Tensor.__getitem__.0.forward") and not _in_place("Torch.add.0.forward")
+    labels = ((6,), "torch.int64", 3, 1)
+    facts = [entry(0, "Tensor.__getitem__.0.forward", stats_out=(labels,)),
+             entry(1, "Functional.cross_entropy.0.forward", inp=1e-2, out=1e-2, stats_in=(labels,))]
+    judged = judge_step(facts, 1)
+    assert (judged.first.name, judged.first.kind) == ("Functional.cross_entropy.0.forward", "inputs")
+
+
 def test_differing_inputs_from_outside_the_dump():
     facts = [entry(0, "Functional.relu.0.forward", inp=1e-2, out=1e-2),
              entry(1, "Functional.mse_loss.0.forward", inp=1e-2, out=1e-2)]

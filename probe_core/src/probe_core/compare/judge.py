@@ -148,7 +148,8 @@ def entry_facts(name: str, index: int, parent: str | None, result: str, rows: Se
                 worst_in, facts.worst_input = err, f"{_short(row, name)}: {_why(row, mode)}"
         elif role == "input":
             facts.in_err = max(facts.in_err, err)
-            ins.append((err, _stats_key(npu)))
+            if err > 0:  # only a differing input can have been changed in place
+                ins.append((err, _stats_key(npu)))
             if err > worst_in:
                 worst_in, facts.worst_input = err, f"{_short(row, name)}: {_why(row, mode)}"
         elif role in ("output", "parameters_grad", "debug"):
@@ -298,12 +299,24 @@ def _explain(f: EntryFacts, step: int, by_name: Mapping[str, EntryFacts], target
                        f"({f.worst_input})", "only in target")
     for key in f.stats_in:
         producer = produced.get(key) if key is not None else None
-        if producer is not None and producer.name.split(".")[-3].endswith("_"):
+        if producer is not None and _in_place(producer.name):
             return Finding(producer.index, producer.name,
                            f"in-place call: {f.name} reads its output ({f.worst_input}) where the bench reads "
                            "another value: a tensor was changed in place after it was produced", "in-place")
     return Finding(f.index, f.name, f"inputs already differ ({f.worst_input}): the change comes from outside "
                    "the dumped calls (data, or a call not dumped)", "inputs")
+
+
+#: the in-place dunder methods (``x += y``); other dunders (``__getitem__``) return a new tensor
+_IN_PLACE_DUNDERS = frozenset(f"__i{op}__" for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow",
+                                                       "matmul", "and", "or", "xor", "lshift", "rshift"))
+
+
+def _in_place(name: str) -> bool:
+    """``Tensor.add_.0.forward``, ``Tensor.__iadd__.0.forward``: a call that changes its input in place."""
+    parts = name.split(".")
+    op = parts[-3] if len(parts) >= 3 else ""
+    return op in _IN_PLACE_DUNDERS or (op.endswith("_") and not op.endswith("__"))
 
 
 def _module_of(name: str) -> str:
