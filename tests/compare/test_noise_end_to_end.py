@@ -1,8 +1,9 @@
 """The noise judge end to end: real float32 runs of a tiny torch model against a float64 bench.
 
-``probe run`` collects four runs of the same seeded training script (two blocks of Linear + GELU +
+``probe run`` collects five runs of the same seeded training script (two blocks of Linear + GELU +
 LayerNorm, a head, softmax, three SGD steps): the bench in float64, and in float32 a clean target,
-one where block 1's GELU uses the tanh approximation, and one whose learning rate is doubled. Every
+one where block 1's GELU uses the tanh approximation, one whose learning rate is doubled and one where
+block 1's linear layer runs under bfloat16 autocast. Every
 float32 entry differs from the float64 bench by rounding noise; only the planted bugs may be named.
 """
 
@@ -31,20 +32,24 @@ SCRIPT = textwrap.dedent("""
 
 
     class Block(torch.nn.Module):
-        def __init__(self, width, approximate="none"):
+        def __init__(self, width, approximate="none", low=False):
             super().__init__()
             self.fc = torch.nn.Linear(width, width)
             self.act = torch.nn.GELU(approximate=approximate)
             self.norm = torch.nn.LayerNorm(width)
+            self.low = low
 
         def forward(self, x):
-            return self.norm(self.act(self.fc(x)))
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.low):
+                h = self.fc(x)
+            return self.norm(self.act(h.to(x.dtype)))
 
 
     class Net(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.blocks = torch.nn.Sequential(Block(16), Block(16, "tanh" if bug == "gelu" else "none"))
+            self.blocks = torch.nn.Sequential(Block(16), Block(16, "tanh" if bug == "gelu" else "none",
+                                                                   low=bug == "lowp"))
             self.head = torch.nn.Linear(16, 4)
 
         def forward(self, x):
@@ -63,12 +68,12 @@ SCRIPT = textwrap.dedent("""
 """)
 
 RUNS = {"bench": ("float64", "none"), "clean": ("float32", "none"), "gelu": ("float32", "gelu"),
-        "lr": ("float32", "lr")}
+        "lr": ("float32", "lr"), "lowp": ("float32", "lowp")}
 
 
 @pytest.fixture(scope="module")
 def dumps(tmp_path_factory) -> Path:
-    """The four runs, collected at once (statistics, level mix: one step folder per optimizer update)."""
+    """The five runs, collected at once (statistics, level mix: one step folder per optimizer update)."""
     root = tmp_path_factory.mktemp("noise_e2e")
     (root / "train.py").write_text(SCRIPT)
     procs = {name: subprocess.Popen([PROBE, "run", "--task", "statistics", "--level", "mix", "--dump-path",
@@ -140,3 +145,13 @@ def test_a_doubled_learning_rate_is_the_update_of_step_0(dumps):
     assert first["name"] == "Module.blocks.0.fc.Linear.parameters_grad.0"
     assert "its gradients here agree" in first["reason"]
     assert error_entries(dumps / "out_lr", 0) == ["Module.blocks.0.fc.Linear.parameters_grad.0"]
+
+
+def test_a_linear_under_bfloat16_autocast_is_a_precision_divergence(dumps):
+    """Every float32 entry is one rounding from the float64 bench; the bfloat16 linear is 2^16 times more."""
+    summary = compare(dumps, "lowp")
+    first = summary["first_divergence"]
+    assert (first["name"], first["step"], first["kind"]) == ("Functional.linear.1.forward", 0, "precision"), first
+    assert "bfloat16 vs float64" in first["reason"] and "float32" in first["reason"]
+    errors = error_entries(dumps / "out_lowp", 0)
+    assert errors[0] == "Functional.linear.1.forward" and len(errors) <= 3, errors

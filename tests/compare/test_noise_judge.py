@@ -109,6 +109,43 @@ def test_an_unchanged_input_from_a_getitem_names_no_in_place_call():
     assert (judged.first.name, judged.first.kind) == ("Functional.cross_entropy.0.forward", "inputs")
 
 
+def test_a_module_carries_the_error_its_calls_added():
+    """The call inside adds the error; the modules around it only carry it (their own inputs agree)."""
+    facts = [entry(0, "Functional.gelu.0.forward", out=1e-3, parent="Module.mlp.act.GELU.forward.0"),
+             entry(1, "Module.mlp.act.GELU.forward.0", out=1e-3, parent="Module.mlp.MLP.forward.0"),
+             entry(2, "Module.mlp.MLP.forward.0", out=1e-3)]
+    assert sorted(judge_step(facts, 0).errors) == [0]
+    # at L0 the innermost module is where the error appears
+    assert sorted(judge_step(facts[1:], 0).errors) == [1]
+
+
+def test_a_precision_below_the_bench_and_the_rest_of_the_step_is_named():
+    """A bfloat16 matmul in a float32 model (bench float32 or float64): its error is bfloat16 rounding, far
+    above what the float32 entries before it carry; the loss moves: a precision divergence."""
+    def step(lowered: str, bench: str) -> list[EntryFacts]:
+        facts = [entry(0, "Functional.linear.0.forward", out=U, parent="Module.fc.Linear.forward.0"),
+                 entry(1, "Torch.matmul.0.forward", inp=2e-3, out=2e-3, parent="Module.attn.Attention.forward.0",
+                       target_dtype=lowered, lowered=f"{lowered} vs {bench}" if lowered != bench else "",
+                       lowered_u=2.0 ** -8 if lowered != bench else 0.0, inputs=[(0, 2e-3), (1, 1e-9)]),
+                 entry(2, "Functional.mse_loss.0.forward", inp=2e-3, out=1e-4)]
+        for f in facts:
+            f.target_dtype = f.target_dtype or "float32"
+        facts[1].roundoff, facts[1].outputs = 2.0 ** -8, [(2, 2e-3)]  # rows: input.0, input.1, output.0
+        return facts
+
+    judged = judge_step(step("bfloat16", "float32"), 0)
+    assert (judged.first.name, judged.first.kind) == ("Torch.matmul.0.forward", "precision")
+    assert "bfloat16 vs float32" in judged.first.reason and "runs in float32" in judged.first.reason
+    assert judged.first.rows == (0, 2)  # the input and output that carry the bfloat16 rounding
+    # the same dtypes on both sides (both under autocast): bfloat16 rounding is the bench's too
+    assert judge_step(step("bfloat16", "bfloat16"), 0).first is None
+    # a target whose usual precision is bfloat16 (the whole model in bfloat16 against float32): nothing drops
+    everywhere = step("bfloat16", "float32")
+    for f in everywhere:
+        f.target_dtype, f.lowered, f.lowered_u = "bfloat16", "bfloat16 vs float32", 2.0 ** -8
+    assert judge_step(everywhere, 0).first is None
+
+
 def test_differing_inputs_from_outside_the_dump():
     facts = [entry(0, "Functional.relu.0.forward", inp=1e-2, out=1e-2),
              entry(1, "Functional.mse_loss.0.forward", inp=1e-2, out=1e-2)]
@@ -169,6 +206,22 @@ def test_parameters_that_differ_at_step_1_point_at_the_update_of_step_0():
     assert "gradients here agree" in answer.finding.reason  # they do: the optimizer is to blame
     assert steps[0].judgement.errors.keys() == {4}
     assert steps[1].judgement.first.kind == "parameters"
+
+
+def test_parameters_differ_after_a_step_went_wrong_as_its_consequence():
+    """Step 0's forward adds error; step 1 reads the diverged parameters: only step 0 is an origin."""
+    steps = [StepFacts(0, 0, training_step(fc_out=1e-2, loss_out=1e-2)),
+             StepFacts(1, 0, training_step(fc_param=1e-3, fc_out=1e-3, loss_out=1e-3))]
+    answer = judge_job(steps)
+    assert (answer.step, answer.finding.name, answer.finding.kind) == (0, "Module.fc.Linear.forward.0", "adds error")
+    assert steps[1].judgement.first is None and steps[1].judgement.errors == {}
+
+
+def test_an_outside_divergence_marks_only_the_rows_that_differ():
+    facts = [entry(0, "Functional.embedding.0.forward", param=1e-2, out=1e-2, inputs=[(0, 0.0), (1, 1e-2), (2, 0.0)]),
+             entry(1, "Functional.mse_loss.0.forward", inp=1e-2, out=1e-2)]
+    judged = judge_step(facts, 1, baseline=U)
+    assert (judged.first.kind, judged.first.rows) == ("parameters", (1,))
 
 
 def test_parameters_that_differ_without_changing_the_loss_name_nothing():

@@ -16,16 +16,23 @@ execution order (:func:`judge_step`):
 * an entry **adds error** when its output discrepancy is more than
   :data:`ADDS_ERROR` times what it carries: the worst of its inputs, its
   parameters, the earlier outputs of its siblings (the statistics of a
-  masked tensor can hide its error) and the roundoff. Parameter gradients
+  masked tensor can hide its error), the outputs of its children (a module
+  carries what its calls added) and the roundoff. Parameter gradients
   are results of a backward, never an origin;
 * a divergence **comes in from outside** the step's calls when an entry's
   inputs or parameters differ by more than :data:`ADDS_ERROR` times
   anything produced before it in the step: parameters at step N > 0 (the
   update of step N-1 diverged), a call only the target made, a tensor an
   in-place call changed after it was produced, or the data;
-* it is **consequential** when the loss (the last forward entry before the
-  first backward) differs by more than :data:`CONSEQUENCE` times the
-  previous clean step's, and by more than :data:`FLOOR` roundoffs. Noise
+* the target computes **below the precision** of the bench where the rest
+  of the step does not (a bfloat16 matmul in a float32 model): the first
+  entry whose target dtype is coarser than both its bench's and the step's
+  usual one, and whose error is more than :data:`ADDS_ERROR` times what
+  came before, is such a divergence too;
+* a divergence from outside or of precision is **consequential** when the
+  loss (the last forward entry before the first backward) differs by more
+  than :data:`CONSEQUENCE` times the previous clean step's, and by more
+  than :data:`FLOOR` roundoffs. Noise
   that the optimizer amplifies in a few parameters (AdamW on gradients near
   zero) changes no loss: it names nothing.
 
@@ -38,6 +45,7 @@ first divergent node), so both name the same entry.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -87,6 +95,10 @@ class EntryFacts:
     message: str = ""              # the first error message of the rules, if any
     stats_out: tuple = ()          # target output statistics of each output (to find in-place producers)
     stats_in: tuple = ()           # target input statistics, same order as worst_input's candidates
+    inputs: list[tuple[int, float]] = field(default_factory=list)  # (row position, discrepancy) of inputs, parameters
+    target_dtype: str = ""         # the coarsest float dtype of the target's outputs
+    lowered: str = ""              # "bfloat16 vs float32": the coarsest target leaf dtype coarser than its bench's
+    lowered_u: float = 0.0         # ... and its unit roundoff
 
 
 @dataclass
@@ -96,7 +108,8 @@ class Finding:
     index: int
     name: str
     reason: str
-    kind: str                      # "adds error", "parameters", "only in target", "in-place", "inputs", "rules"
+    kind: str                      # "adds error", "parameters", "only in target", "in-place", "inputs", "precision",
+    #                                "rules"; "update" once moved to the step before
     rows: tuple[int, ...] = ()     # rows of the entry to mark as errors
     module: str | None = None      # for "parameters": the module whose parameters differ
 
@@ -138,10 +151,13 @@ def entry_facts(name: str, index: int, parent: str | None, result: str, rows: Se
         npu, bench = row.npu, row.bench
         if npu is None or bench is None or not npu.is_tensor or not bench.is_tensor:
             continue
+        role = row.role
+        _note_dtypes(facts, npu.dtype, bench.dtype, role in ("output", "parameters_grad", "debug"))
         err = mode.discrepancy(row)
         if err is None:
             continue
-        role = row.role
+        if role in ("parameters", "input"):
+            facts.inputs.append((pos, err))
         if role == "parameters":
             facts.param_err = max(facts.param_err, err)
             if err > worst_in:
@@ -162,6 +178,15 @@ def entry_facts(name: str, index: int, parent: str | None, result: str, rows: Se
     facts.stats_out = tuple(outs)
     facts.stats_in = tuple(key for _, key in sorted(ins, key=lambda item: -item[0]))
     return facts
+
+
+def _note_dtypes(facts: EntryFacts, target: Any, bench: Any, output: bool) -> None:
+    """Keep the coarsest target output dtype, and the coarsest target dtype below its bench's."""
+    u_target, u_bench = roundoff(target), roundoff(bench)
+    if output and u_target > roundoff(facts.target_dtype or None):
+        facts.target_dtype = normalize_dtype(target)
+    if u_target > u_bench and u_target > facts.lowered_u:
+        facts.lowered_u, facts.lowered = u_target, f"{normalize_dtype(target)} vs {normalize_dtype(bench)}"
 
 
 def _why(row: RowResult, mode: DataMode) -> str:
@@ -203,7 +228,9 @@ def judge_step(facts: Sequence[EntryFacts], step: int, baseline: float | None = 
     clean step (``None`` at the first step)."""
     parents = _parents(facts)
     by_name = {f.name: f for f in facts}
+    usual = _usual_dtype(facts)
     inside: dict[str, float] = {}      # module -> coarsest roundoff of anything inside it
+    inside_err: dict[str, float] = {}  # module -> the worst output error of anything inside it
     siblings: dict[str | None, float] = {}
     carried = 0.0                      # the worst output error produced so far in the step
     errors: dict[int, Finding] = {}
@@ -218,9 +245,11 @@ def judge_step(facts: Sequence[EntryFacts], step: int, baseline: float | None = 
                 last_target_only = f
             continue
         u = max(f.roundoff, inside.get(f.name, 0.0))
+        within = inside_err.get(f.name, 0.0)
         parent, depth = f.parent, 0
-        while parent is not None and depth < 256:  # a module's precision is the coarsest of anything inside it
-            inside[parent] = max(inside.get(parent, 0.0), u)
+        while parent is not None and depth < 256:  # a module's precision is the coarsest of anything inside it,
+            inside[parent] = max(inside.get(parent, 0.0), u)  # and it carries the error of its children
+            inside_err[parent] = max(inside_err.get(parent, 0.0), f.out_err, within)
             parent, depth = parents.get(parent), depth + 1
         if f.result == ERROR:  # a rule's error (a scalar argument, a shape, ...) stands whatever the values
             ruled[f.index] = Finding(f.index, f.name, f.message or "the rules flag an error", "rules")
@@ -235,15 +264,22 @@ def judge_step(facts: Sequence[EntryFacts], step: int, baseline: float | None = 
             saved[f.name] = max(f.in_err, f.param_err, f.out_err)
         elif f.kind == "backward":  # a backward also reads what its forward saved (inputs, weights, outputs)
             context = max(context, saved.get(_forward_of(f.name), 0.0))
-        carries = max(f.in_err, f.param_err, context)
+        if outside is None and not errors and not ruled and f.lowered_u > usual[1] \
+                and max(f.in_err, f.out_err) > ADDS_ERROR * (carried + usual[1]):
+            outside = Finding(f.index, f.name, f"the target computes in {f.lowered} here, where the rest of the "
+                              f"step runs in {usual[0]} ({f.worst_input or f.worst_output}): a precision the bench "
+                              "does not have", "precision", _over(f.inputs + f.outputs, carried + usual[1]))
+        carries = max(f.in_err, f.param_err, context, within)
         if f.out_err > 0 and f.out_err > ADDS_ERROR * (carries + u):
             errors[f.index] = Finding(
                 f.index, f.name, f"{f.worst_output}; the entry adds error: {_times(f.out_err, carries + u)} what it "
                 f"carries (inputs {f.in_err:.3g}, parameters {f.param_err:.3g}, roundoff {u:.3g})", "adds error",
-                tuple(pos for pos, err in f.outputs if err > ADDS_ERROR * (carries + u)))
+                _over(f.outputs, carries + u))
         came_in = max(f.in_err, f.param_err)
         if outside is None and came_in > 0 and came_in > ADDS_ERROR * (carried + u) and not errors and not ruled:
             outside = _explain(f, step, by_name, last_target_only, produced)
+            if outside.index == f.index:  # its own differing inputs and parameters are the rows to read
+                outside.rows = _over(f.inputs, carried + u)
         siblings[f.parent] = max(context, f.out_err)
         carried = max(carried, f.out_err)
         for key in f.stats_out:
@@ -267,6 +303,18 @@ def judge_step(facts: Sequence[EntryFacts], step: int, baseline: float | None = 
         errors.setdefault(index, finding)
     first = errors[min(errors)] if errors else None
     return StepJudgement(errors, first, loss_err, loss_u, outside, consequential)
+
+
+def _usual_dtype(facts: Sequence[EntryFacts]) -> tuple[str, float]:
+    """The target's most common output dtype in a step, and its roundoff."""
+    counts = Counter(f.target_dtype for f in facts if f.side is None and f.target_dtype)
+    usual = counts.most_common(1)[0][0] if counts else ""
+    return usual, roundoff(usual or None)
+
+
+def _over(leaves: Sequence[tuple[int, float]], carried: float) -> tuple[int, ...]:
+    """The row positions whose discrepancy is more than :data:`ADDS_ERROR` times ``carried``."""
+    return tuple(pos for pos, err in leaves if err > ADDS_ERROR * carried)
 
 
 def _forward_of(name: str) -> str:

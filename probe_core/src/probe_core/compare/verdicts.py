@@ -9,7 +9,9 @@ writes and ``probe graph`` colours:
   that goes wrong does so because its *parameters* differ, the cause is the
   update of the step before: the answer moves there, to that step's
   parameter gradients of the module (or, when there are none, to what
-  ran after its last backward: clipping, a gradient collective);
+  ran after its last backward: clipping, a gradient collective). Once a
+  step went wrong, the parameters of the later ones differ as its
+  consequence: they name nothing more;
 * **ranks**, per step: each rank's answer is ordered through the
   communication entries (:mod:`probe_core.dump.order`): a divergence that
   arrives through an all_reduce/send/recv on one rank is a consequence of
@@ -57,12 +59,16 @@ def judge_job(steps: Sequence[StepFacts], rules: str = "noise") -> JobAnswer | N
 
 def _judge_chain(chain: Sequence[StepFacts], rules: str) -> None:
     baseline: float | None = None
+    diverged = False
     for position, item in enumerate(chain):
         if rules != "noise":
             item.judgement = judge_step_by_rules(item.facts)
             continue
         judgement = judge_step(item.facts, item.step, baseline)
         item.judgement = judgement
+        if diverged:  # parameters that differ after an earlier step went wrong are its consequence
+            _drop_parameters(judgement)
+        diverged = diverged or judgement.first is not None
         previous = chain[position - 1] if position else None
         if judgement.first is not None and judgement.first.kind == "parameters" and previous is not None \
                 and previous.judgement is not None and previous.judgement.first is None \
@@ -72,6 +78,11 @@ def _judge_chain(chain: Sequence[StepFacts], rules: str) -> None:
             previous.judgement.errors[origin.index] = origin
         if judgement.first is None and baseline is None:
             baseline = judgement.loss_err
+
+
+def _drop_parameters(judgement: StepJudgement) -> None:
+    judgement.errors = {i: f for i, f in judgement.errors.items() if f.kind != "parameters"}
+    judgement.first = judgement.errors[min(judgement.errors)] if judgement.errors else None
 
 
 def update_origin(facts: Sequence[EntryFacts], parameters: Finding) -> Finding:

@@ -224,7 +224,8 @@ def _run_graph(target_path: str | Path, bench_path: str | Path | None, output_di
 
 def apply_verdicts(results: Sequence[JobResult], rules: str) -> None:
     """Judge every compared graph as ``probe compare`` judges its dumps (steps chained, ranks ordered), turn
-    the nodes the judge flags red on both sides and set each summary's first divergent node."""
+    the nodes the judge flags red on both sides, with the modules around them (the path to them in the
+    viewer), and set each summary's first divergent node."""
     steps = [StepFacts(r.step, r.rank, r.facts) for r in results]
     answer = judge_job(steps, rules)
     job_first = f"step {answer.step} rank {answer.rank}: {answer.finding.name}" if answer is not None else None
@@ -232,7 +233,7 @@ def apply_verdicts(results: Sequence[JobResult], rules: str) -> None:
         judgement = judged.judgement
         if judgement is None or result.summary is None:
             continue
-        flagged = {f.name for f in judgement.errors.values()}
+        flagged = _with_ancestors({f.name for f in judgement.errors.values()}, result.facts)
         bench_names = {f.bench_name for f in result.facts if f.name in flagged and f.bench_name}
         for rows, names in zip(result.rows, (flagged, bench_names)):
             rows.nodes = [_flag(row, ERROR_INDEX) if row[3] in names else row for row in rows.nodes]
@@ -240,6 +241,18 @@ def apply_verdicts(results: Sequence[JobResult], rules: str) -> None:
             if result.rows else result.summary.errors
         first = judgement.first.name if judgement.first is not None else None
         result.summary = dataclasses.replace(result.summary, errors=errors, first_divergent=first, job_first=job_first)
+
+
+def _with_ancestors(names: set[str], facts: Sequence[EntryFacts]) -> set[str]:
+    """``names`` and the modules around them: a collapsed module must show the red node inside it."""
+    parents = {f.name: f.parent for f in facts}
+    out = set(names)
+    for name in names:
+        parent, depth = parents.get(name), 0
+        while parent is not None and parent not in out and depth < 256:
+            out.add(parent)
+            parent, depth = parents.get(parent), depth + 1
+    return out
 
 
 def _flag(row: tuple, index: float) -> tuple:
