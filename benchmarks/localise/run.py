@@ -12,6 +12,9 @@ of a variant. Then, through the documented CLI only, the suite asks for the firs
 * ``compare/rank``  ``summary.json`` per-rank ``first_divergence`` of the case's rank (earliest step);
 * ``csv``           the first ``error`` row of the CSVs, read in (step, rank) order;
 * ``graph``         ``probe graph``'s "first divergent node" (earliest step, rank);
+* ``cmp+ref``       ``probe compare --noise-reference REF``: ``summary.json``'s answer when the judge is
+                    calibrated by a second benign target (``train.py --side reference``: no bug, permuted
+                    with another seed) against the same bench (``--no-reference`` skips it);
 * ``msprobe``       (``--msprobe``) msprobe's ``compare -da`` first diff node;
 * ``tensor``        (``--tensor``) ``summary.json`` ``first_divergence`` of tensor-mode dumps.
 
@@ -44,7 +47,7 @@ from cases import BY_NAME, CASES, Case, judge  # noqa: E402
 
 TRAIN = HERE / "train.py"
 VARIANTS = ("same", "reordered", "f64-bench", "bf16")
-ANSWERS = ("compare", "compare/rank", "csv", "graph", "msprobe", "tensor")
+ANSWERS = ("compare", "compare/rank", "csv", "graph", "cmp+ref", "msprobe", "tensor")
 MSPROBE_PYTHON = "/tmp/msvenv/bin/python"
 csv.field_size_limit(1 << 30)
 
@@ -91,7 +94,7 @@ class Suite:
 
     # paths
     def dump(self, task: str, variant: str, side: str, case: Case) -> Path:
-        name = f"bench-w{case.world}" if side == "bench" else case.name
+        name = f"{side}-w{case.world}" if side in ("bench", "reference") else case.name
         return self.work / "runs" / task / variant / name
 
     # -- collection ----------------------------------------------------------------------------------------
@@ -172,19 +175,22 @@ class Suite:
         path.write_text(json.dumps(result, indent=1))
         return result
 
-    def compare(self, task: str, variant: str, case: Case) -> dict:
-        path = self.work / "compare" / task / variant / f"{case.name}.answer.json"
-        return self._cached(path, lambda: self._compare(task, variant, case))
+    def compare(self, task: str, variant: str, case: Case, reference: bool = False) -> dict:
+        folder = "compare-ref" if reference else "compare"
+        path = self.work / folder / task / variant / f"{case.name}.answer.json"
+        return self._cached(path, lambda: self._compare(task, variant, case, reference))
 
     def graph(self, variant: str, case: Case) -> dict:
         path = self.work / "graph" / variant / f"{case.name}.answer.json"
         return self._cached(path, lambda: self._graph(variant, case))
 
-    def _compare(self, task: str, variant: str, case: Case) -> dict:
+    def _compare(self, task: str, variant: str, case: Case, reference: bool = False) -> dict:
         target, bench = self.dump(task, variant, "target", case), self.dump(task, variant, "bench", case)
-        out = self.work / "compare" / task / variant / case.name
+        out = self.work / ("compare-ref" if reference else "compare") / task / variant / case.name
         shutil.rmtree(out, ignore_errors=True)
         cmd = [self.probe, "compare", str(target), str(bench), "-o", str(out)]
+        if reference:
+            cmd += ["--noise-reference", str(self.dump(task, variant, "reference", case))]
         code, seconds, text = _run(cmd + ["--no-xlsx", "--quiet"], out.parent / f"{case.name}.compare.log")
         if code == 2 and "unrecognized arguments" in text:  # an older/newer CLI without these options
             code, seconds, text = _run(cmd, out.parent / f"{case.name}.compare.log")
@@ -307,6 +313,8 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=3, help="training steps per run (default 3)")
     parser.add_argument("--rerun", action="store_true", help="collect again even where a run is in the work dir")
     parser.add_argument("--no-graph", action="store_true", help="skip probe graph")
+    parser.add_argument("--no-reference", action="store_true",
+                        help="skip the reference runs and probe compare --noise-reference")
     parser.add_argument("--reuse-answers", action="store_true",
                         help="reuse the compare/graph answers an earlier run left in the work dir "
                              "(e.g. to add --msprobe)")
@@ -344,13 +352,15 @@ def main() -> int:
                 worlds.setdefault(case.world, case)
                 todo.append((task, variant, "target", case))
             todo.extend((task, variant, "bench", case) for case in worlds.values())
+            if not args.no_reference and task == "statistics":
+                todo.extend((task, variant, "reference", case) for case in worlds.values())
     todo.sort(key=lambda t: (t[3].world == 1, t[2] != "bench"))  # the 2-rank and bench runs first
     print(f"collecting {len(todo)} runs with {args.jobs} job(s) in {suite.work} ...", flush=True)
     with ThreadPoolExecutor(args.jobs) as pool:
         futures = {key: pool.submit(suite.collect, *key) for key in todo}
         for key, future in futures.items():
             task, variant, side, case = key
-            runs[(task, variant, side, case.name if side == "target" else f"bench-w{case.world}")] = future.result()
+            runs[(task, variant, side, case.name if side == "target" else f"{side}-w{case.world}")] = future.result()
     collect_seconds = time.monotonic() - started
     failed = [k for k, v in runs.items() if v["code"] != 0]
     for k in failed:
@@ -367,6 +377,9 @@ def main() -> int:
                 futures[(variant, case.name, "compare")] = pool.submit(suite.compare, "statistics", variant, case)
                 if not args.no_graph:
                     futures[(variant, case.name, "graph")] = pool.submit(suite.graph, variant, case)
+                if not args.no_reference:
+                    futures[(variant, case.name, "cmp+ref")] = pool.submit(suite.compare, "statistics", variant,
+                                                                            case, True)
                 if "tensor" in suite.tasks(variant):
                     futures[(variant, case.name, "tensor")] = pool.submit(suite.compare, "tensor", variant, case)
         for key, future in futures.items():
@@ -390,6 +403,8 @@ def main() -> int:
             answers["csv"] = cmp.get("first_error_row")
             if not args.no_graph:
                 answers["graph"] = analysis[(variant, case.name, "graph")].get("answer")
+            if not args.no_reference:
+                answers["cmp+ref"] = analysis[(variant, case.name, "cmp+ref")].get("overall")
             if ms is not None:
                 got = ms["results"].get(f"{variant}/{case.name}")
                 answers["msprobe"] = got if got and "error" not in got else None
@@ -400,26 +415,31 @@ def main() -> int:
                 broken["compare"] = cmp["error"]
             if not args.no_graph and analysis[(variant, case.name, "graph")].get("error"):
                 broken["graph"] = analysis[(variant, case.name, "graph")]["error"]
+            if not args.no_reference and analysis[(variant, case.name, "cmp+ref")].get("error"):
+                broken["cmp+ref"] = analysis[(variant, case.name, "cmp+ref")]["error"]
             if "tensor" in suite.tasks(variant) and analysis[(variant, case.name, "tensor")].get("error"):
                 broken["tensor"] = analysis[(variant, case.name, "tensor")]["error"]
             if ms is not None and (ms["results"].get(f"{variant}/{case.name}") or {}).get("error"):
                 broken["msprobe"] = ms["results"][f"{variant}/{case.name}"]["error"]
             for task in suite.tasks(variant):
-                for side, key in (("target", case.name), ("bench", f"bench-w{case.world}")):
+                for side, key in (("target", case.name), ("bench", f"bench-w{case.world}"),
+                                  ("reference", f"reference-w{case.world}")):
                     info = runs.get((task, variant, side, key))
                     if info and info["code"] != 0:
                         broken[f"run {task} {side}"] = f"exit {info['code']}: {info['tail']}"
             verdicts = {}
             needs = {"compare": "compare", "compare/rank": "compare", "csv": "compare", "graph": "graph",
-                     "msprobe": "msprobe", "tensor": "tensor"}
+                     "cmp+ref": "cmp+ref", "msprobe": "msprobe", "tensor": "tensor"}
             for kind, answer in answers.items():
-                run_failed = any(k.startswith("run tensor" if kind == "tensor" else "run statistics") for k in broken)
+                run_failed = any(k.startswith("run tensor" if kind == "tensor" else "run statistics")
+                                 and (kind == "cmp+ref" or not k.endswith("reference")) for k in broken)
                 verdicts[kind] = "broken" if needs[kind] in broken or run_failed else \
                     judge(case, answer, parent_of, is_update)
             results.append({"variant": variant, "case": case.name, "kind": case.kind, "what": case.what,
                             "expected": {"step": case.step, "rank": case.rank, "hit": list(case.hit),
                                          "update": case.update, "near": list(case.near)},
                             "answers": answers, "verdicts": verdicts, "rows": cmp.get("rows", {}),
+                            "ref_rows": analysis.get((variant, case.name, "cmp+ref"), {}).get("rows"),
                             "tensor_rows": analysis.get((variant, case.name, "tensor"), {}).get("rows"),
                             "graph_all": analysis.get((variant, case.name, "graph"), {}).get("all"),
                             "broken": broken})
@@ -441,7 +461,7 @@ def main() -> int:
 
 MARK = {"hit": "[green]✓[/]", "near": "[yellow]~[/]", "miss": "[red]✗[/]", "none": "[dim]·[/]",
         "broken": "[magenta]![/]"}
-SHORT = {"compare": "cmp", "compare/rank": "rank", "csv": "csv", "graph": "graph", "msprobe": "ms-da",
+SHORT = {"compare": "cmp", "compare/rank": "rank", "csv": "csv", "graph": "graph", "cmp+ref": "ref", "msprobe": "ms-da",
          "tensor": "tensor"}
 
 

@@ -4,6 +4,9 @@
     python train.py --side target --variant same --case gelu_tanh  # the run with one injected bug
 
 ``--side bench`` never has a bug (the case is ignored), so one bench run per variant serves every case.
+``--side reference`` is a second benign target (no bug, the target's precision and kernels) whose model is
+permuted with another seed: the same function, other reduction orders than both the target and the bench.
+Against the bench it shows what benign noise looks like, for ``probe compare --noise-reference``.
 The variant decides how the bench computes (the target always runs float32, or bf16 autocast in ``bf16``):
 
 * ``same``       both float32, same kernels;
@@ -249,7 +252,7 @@ def batches(steps: int, bug: dict) -> list[torch.Tensor]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--side", choices=("bench", "target"), required=True)
+    parser.add_argument("--side", choices=("bench", "target", "reference"), required=True)
     parser.add_argument("--variant", choices=("same", "reordered", "f64-bench", "bf16"), required=True)
     parser.add_argument("--case", default="control", choices=sorted(BUGS))
     parser.add_argument("--steps", type=int, default=3)
@@ -261,7 +264,7 @@ def main() -> None:
     if args.world > 1:
         dist.init_process_group("gloo")
         rank = dist.get_rank()
-    bug = {} if args.side == "bench" else dict(BUGS[args.case])
+    bug = {} if args.side in ("bench", "reference") else dict(BUGS[args.case])
     if args.case.startswith("rank1_") and rank != 1:
         bug = {}
     bf16 = args.variant == "bf16"
@@ -271,6 +274,8 @@ def main() -> None:
     init_weights(model)
     if args.side == "bench" and args.variant in ("reordered", "bf16"):
         permute(model)
+    elif args.side == "reference":
+        permute(model, seed=11)
     model.to(dtype)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]

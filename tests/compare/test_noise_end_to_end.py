@@ -1,9 +1,10 @@
 """The noise judge end to end: real float32 runs of a tiny torch model against a float64 bench.
 
-``probe run`` collects five runs of the same seeded training script (two blocks of Linear + GELU +
+``probe run`` collects six runs of the same seeded training script (two blocks of Linear + GELU +
 LayerNorm, a head, softmax, three SGD steps): the bench in float64, and in float32 a clean target,
-one where block 1's GELU uses the tanh approximation, one whose learning rate is doubled and one where
-block 1's linear layer runs under bfloat16 autocast. Every
+one where block 1's GELU uses the tanh approximation, one whose learning rate is doubled, one where
+block 1's linear layer runs under bfloat16 autocast, and one with both the tanh GELU and the doubled
+learning rate (the GELU run is then a ``--noise-reference``: a known, accepted difference). Every
 float32 entry differs from the float64 bench by rounding noise; only the planted bugs may be named.
 """
 
@@ -27,7 +28,7 @@ SCRIPT = textwrap.dedent("""
     import torch
 
     dtype = torch.float64 if sys.argv[1] == "float64" else torch.float32
-    bug = sys.argv[2]
+    bug = sys.argv[2].split(",")
     torch.manual_seed(0)
 
 
@@ -48,8 +49,8 @@ SCRIPT = textwrap.dedent("""
     class Net(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.blocks = torch.nn.Sequential(Block(16), Block(16, "tanh" if bug == "gelu" else "none",
-                                                                   low=bug == "lowp"))
+            self.blocks = torch.nn.Sequential(Block(16), Block(16, "tanh" if "gelu" in bug else "none",
+                                                                   low="lowp" in bug))
             self.head = torch.nn.Linear(16, 4)
 
         def forward(self, x):
@@ -57,7 +58,7 @@ SCRIPT = textwrap.dedent("""
 
 
     net = Net().to(dtype)
-    optimizer = torch.optim.SGD(net.parameters(), lr=0.2 if bug == "lr" else 0.1, momentum=0.9)
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.2 if "lr" in bug else 0.1, momentum=0.9)
     data = torch.randn(3, 8, 16, dtype=torch.float64)
     labels = torch.softmax(torch.randn(3, 8, 4, dtype=torch.float64), dim=-1)
     for step in range(3):
@@ -68,12 +69,12 @@ SCRIPT = textwrap.dedent("""
 """)
 
 RUNS = {"bench": ("float64", "none"), "clean": ("float32", "none"), "gelu": ("float32", "gelu"),
-        "lr": ("float32", "lr"), "lowp": ("float32", "lowp")}
+        "lr": ("float32", "lr"), "lowp": ("float32", "lowp"), "gelu_lr": ("float32", "gelu,lr")}
 
 
 @pytest.fixture(scope="module")
 def dumps(tmp_path_factory) -> Path:
-    """The five runs, collected at once (statistics, level mix: one step folder per optimizer update)."""
+    """The six runs, collected at once (statistics, level mix: one step folder per optimizer update)."""
     root = tmp_path_factory.mktemp("noise_e2e")
     (root / "train.py").write_text(SCRIPT)
     procs = {name: subprocess.Popen([PROBE, "run", "--task", "statistics", "--level", "mix", "--dump-path",
@@ -155,3 +156,43 @@ def test_a_linear_under_bfloat16_autocast_is_a_precision_divergence(dumps):
     assert "bfloat16 vs float64" in first["reason"] and "float32" in first["reason"]
     errors = error_entries(dumps / "out_lowp", 0)
     assert errors[0] == "Functional.linear.1.forward" and len(errors) <= 3, errors
+
+
+def test_a_noise_reference_accepts_a_known_difference_and_finds_the_new_bug(dumps, tmp_path):
+    """The target stack always used a tanh GELU (the GELU run, known to train well, is the reference); now the
+    learning rate is doubled too. Without the reference the GELU is named; with it, the update of step 0."""
+    assert compare(dumps, "gelu_lr")["first_divergence"]["name"] == "Functional.gelu.1.forward"
+    out = tmp_path / "gelu_lr"
+    done = subprocess.run([PROBE, "compare", dumps / "gelu_lr", dumps / "bench", "-o", out, "--quiet",
+                           "--noise-reference", dumps / "gelu"], capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    summary = read_summary(out)
+    assert summary["noise_reference"] == [str(dumps / "gelu"), str(dumps / "bench")]
+    first = summary["first_divergence"]
+    assert (first["name"], first["step"], first["kind"]) == ("Module.blocks.0.fc.Linear.parameters_grad.0", 0,
+                                                              "update"), first
+    assert error_entries(out, 0) == ["Module.blocks.0.fc.Linear.parameters_grad.0"]
+    known = [r for r in read_csv(result_csv(out, step=0)) if "known difference" in r["Err_message"]]
+    assert known and {r["Result"] for r in known} == {"warning"}  # the GELU's "approximate" argument
+    # the reference against itself names nothing; probe graph gives compare's answer
+    itself = tmp_path / "gelu_ref"
+    done = subprocess.run([PROBE, "compare", dumps / "gelu", dumps / "bench", "-o", itself, "--quiet",
+                           "--noise-reference", dumps / "gelu", dumps / "bench"], capture_output=True, text=True,
+                          timeout=240)
+    assert done.returncode == 0 and read_summary(itself)["first_divergence"] is None, done.stderr
+    graph = subprocess.run([PROBE, "graph", dumps / "gelu_lr", dumps / "bench", "-o", tmp_path / "graph",
+                            "--noise-reference", dumps / "gelu"], capture_output=True, text=True, timeout=240)
+    assert graph.returncode == 0, graph.stderr
+    assert "first divergence of the job: step 0 rank 0: Module.blocks.0.fc.Linear.parameters_grad.0" in \
+        " ".join(graph.stdout.split())
+
+
+def test_a_missing_noise_reference_is_a_clear_error(dumps, tmp_path):
+    done = subprocess.run([PROBE, "compare", dumps / "clean", dumps / "bench", "-o", tmp_path / "out",
+                           "--noise-reference", tmp_path / "nowhere"], capture_output=True, text=True, timeout=240)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "--noise-reference" in done.stderr and "nowhere" in done.stderr
+    three = subprocess.run([PROBE, "compare", dumps / "clean", dumps / "bench", "-o", tmp_path / "out",
+                            "--noise-reference", dumps / "clean", dumps / "bench", dumps / "gelu"],
+                           capture_output=True, text=True, timeout=240)
+    assert three.returncode == 2 and "one dump" in three.stderr and "Traceback" not in three.stderr

@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from probe_core.compare.judge import ADDS_ERROR, EntryFacts, judge_step
+from probe_core.compare.judge import ADDS_ERROR, EntryFacts, NoiseReference, judge_step
 from probe_core.compare.rules import ERROR, PASS
 from probe_core.compare.verdicts import StepFacts, judge_job
 from probe_core.dump import TensorMeta
@@ -191,6 +191,43 @@ def test_rule_errors_stay_errors():
              entry(1, "Torch.reshape.0.forward", result=ERROR, message=shape),
              entry(2, "Functional.mse_loss.0.forward", inp=1e-3, out=U)]
     assert judge_step(quiet, 1, baseline=U).errors.keys() == {1}
+
+
+# -- a noise reference ------------------------------------------------------------------------------
+
+
+def test_a_noise_reference_measures_each_entrys_noise():
+    """bf16 noise: a backward that amplifies 19x is within the fixed factor; the benign pair shows that entry
+    at a twentieth of that, so with the reference it stands out, and a noisy entry the pair shows as noisy
+    does not."""
+    u = 2.0 ** -8
+
+    def step(gelu_out: float, norm_out: float) -> list[EntryFacts]:
+        facts = [entry(0, "Functional.layer_norm.0.forward", inp=u, out=norm_out, parent="Module.ln.forward.0"),
+                 entry(1, "Functional.gelu.0.backward", inp=5e-3, out=gelu_out, parent="Module.act.backward.0")]
+        for f in facts:
+            f.roundoff = u
+        return facts
+
+    benign = step(gelu_out=1e-2, norm_out=0.2)   # layer_norm amplifies 25x in the benign pair too
+    reference = NoiseReference.of([(0, benign)])
+    assert reference.out == {"Functional.layer_norm.0.forward": 0.2, "Functional.gelu.0.backward": 1e-2}
+    buggy = step(gelu_out=0.171, norm_out=0.22)
+    assert judge_step(buggy, 0).first is None                        # 19x: within the fixed factor
+    judged = judge_step(buggy, 0, reference=reference)
+    assert (judged.first.name, sorted(judged.errors)) == ("Functional.gelu.0.backward", [1])
+    assert judge_step(benign, 0, reference=reference).first is None
+
+
+def test_a_rule_error_the_reference_has_too_is_accepted():
+    message = "Scalar values differ (tanh vs none)."
+    facts = [entry(0, "Functional.gelu.0.forward", result=ERROR, message=message)]
+    assert judge_step(facts, 0).first.kind == "rules"
+    reference = NoiseReference.of([(0, facts)])
+    judged = judge_step(facts, 0, reference=reference)
+    assert judged.first is None and judged.accepted == {0}
+    other = [entry(0, "Functional.gelu.0.forward", result=ERROR, message="Shape inconsistent ([3] vs [2]).")]
+    assert judge_step(other, 0, reference=reference).first.kind == "rules"  # another difference stands
 
 
 # -- steps chained -------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """``probe compare``: the built-in core command (plugin name ``compare``).
 
 ``probe compare TARGET BENCH -o OUT [--fuzzy] [--mapping YAML] [--rank R] [--step N] [--workers K] [--lenient]
-[--rules noise|msprobe]``;
+[--rules noise|msprobe] [--noise-reference DUMP [BENCH]]``;
 every flag of ``msprobe compare`` (auto mode) is accepted with msprobe's meaning: ``-tp/-gp/-o``,
 ``-fm``, ``-lm``, ``-cm``, ``-am``, ``-dm``, ``--xlsx``, ``-da``, ``-tensor_log``, ``-m``,
 ``--config`` (tensor post-processing), ``--consistent_check``/``--backend``.
@@ -66,6 +66,9 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rules", choices=("noise", "msprobe"), default="noise",
                         help="noise (default): an entry is an error when it adds more error than its inputs carry "
                              "and its precision explains, judged step by step; msprobe: msprobe's legend, row by row")
+    parser.add_argument("--noise-reference", nargs="+", metavar="DUMP",
+                        help="a benign run (compared with the bench) or a benign pair TARGET BENCH: each entry "
+                             "counts as an error only with several times the error this pair shows there")
     parser.add_argument("--lenient", action="store_true",
                         help="read what is readable of damaged dumps (warn), mark missing tensor files as errors")
     parser.add_argument("--quiet", action="store_true", help="no progress bar and no summary table")
@@ -112,6 +115,7 @@ def _warn_unsupported(args: argparse.Namespace) -> None:
 def _run(args: argparse.Namespace) -> int:
     from probe_core.compare.engine import CompareOptions, run_compare
     from probe_core.compare.output import print_summary
+    from probe_core.compare.reference import reference_pair
 
     target, bench = _paths(args)
     if args.workers < 1:
@@ -125,7 +129,8 @@ def _run(args: argparse.Namespace) -> int:
         data_mapping=_path_or_flag(args.data_mapping), cell_mapping=_path_or_flag(args.cell_mapping),
         api_mapping=_path_or_flag(args.api_mapping), tensor_log=args.tensor_log, diff_analyze=args.diff_analyze,
         postprocess=_path_or_flag(args.postprocess),
-        consistent_backend=(args.backend or "any") if args.consistent_check else None, rules=args.rules)
+        consistent_backend=(args.backend or "any") if args.consistent_check else None, rules=args.rules,
+        noise_reference=reference_pair(args.noise_reference, bench) if args.noise_reference else None)
     summary = run_compare(options, args.registry)
     if not args.quiet:
         print_summary(summary)

@@ -14,7 +14,7 @@ import gc
 import multiprocessing
 import warnings
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -26,7 +26,7 @@ from probe_core.compare.comparator import LeafPair, LoadedComparator, known_mode
 from probe_core.compare.mapping import (NameMap, builtin_map, consistent_check_map, load_api_mapping,
                                        load_cell_mapping, load_data_mapping, load_mapping)
 from probe_core.compare.postprocess import load_postprocess
-from probe_core.compare.judge import EntryFacts, Finding, entry_facts
+from probe_core.compare.judge import EntryFacts, Finding, NoiseReference, entry_facts
 from probe_core.compare.match import Match, Matcher, match_entries
 from probe_core.compare.rules import ERROR, PASS, UNMATCHED, WARNING, RowResult, judge_entry, worst
 from probe_core.compare.verdicts import JobAnswer, StepFacts, judge_job
@@ -62,6 +62,7 @@ class CompareOptions:
     postprocess: Path | None = None  # --config: tensor post-process YAML
     consistent_backend: str | None = None  # --consistent_check [--backend]: "fsdp", "megatron" or "any"
     rules: str = "noise"  # --rules: the noise-aware judge, or "msprobe" (its legend's Result column)
+    noise_reference: tuple[Path, Path] | None = None  # --noise-reference: a benign (target, bench) pair
 
 
 @dataclass
@@ -376,6 +377,7 @@ class PendingRank:
     partial: list[str]
     errors: dict[int, Finding] = field(default_factory=dict)  # the job's verdicts: entry key -> why an error
     first: Finding | None = None
+    accepted: frozenset[int] = frozenset()  # entries whose rule errors the noise reference has too
 
 
 def compare_ranks(target: RankDump, bench: RankDump, registry, options: CompareOptions,
@@ -456,6 +458,8 @@ def write_rank(pending: PendingRank, options: CompareOptions) -> RankResult:
             finding = pending.errors.get(index)
             if finding is not None and finding.kind != "rules":  # the rules marked their rows themselves
                 _mark(rows, finding, result_at, message_at)
+            elif index in pending.accepted:
+                _accept(rows, result_at, message_at)
             results = [row[result_at] for row in rows]
             for result in results:
                 row_counts[result] += 1
@@ -485,6 +489,14 @@ def _mark(rows: list[list[Any]], finding: Finding, result_at: int, message_at: i
         row[result_at] = ERROR
         text = f"{finding.reason}."
         row[message_at] = text if row[message_at] in (output.NA, None, "") else f"{row[message_at]} {text}"
+
+
+def _accept(rows: list[list[Any]], result_at: int, message_at: int) -> None:
+    """Rule errors the noise reference shows too: warnings that say so."""
+    for row in rows:
+        if row[result_at] == ERROR:
+            row[result_at] = WARNING
+            row[message_at] = f"{row[message_at]} The noise reference differs here too: a known difference."
 
 
 def _describe(finding: Finding, pending: PendingRank) -> dict[str, Any]:
@@ -538,8 +550,14 @@ def run_compare(options: CompareOptions, registry) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     steps = {t.step for t, _ in pairs}
     options = dataclasses.replace(options, stamp=options.stamp or output.timestamp(), step_folders=len(steps) > 1)
-    pending = _run_pairs(pairs, registry, options)
-    answer = _judge(pending, options.rules)
+    references = None
+    if options.noise_reference is not None and options.rules == "noise":
+        from probe_core.compare.reference import noise_references
+
+        references = noise_references(options.noise_reference, registry, ranks=options.ranks, steps=options.steps,
+                                      lenient=options.lenient, progress=options.progress)
+    pending = compare_pairs(pairs, registry, options)
+    answer = _judge(pending, options.rules, references)
     results = [write_rank(item, options) for item in pending]
     modes = sorted({detect_mode(t, b, registry).name for t, b in pairs}) if pairs else []
     totals = {k: sum(r.counts[k] for r in results) for k in (PASS, WARNING, ERROR, UNMATCHED)}
@@ -548,6 +566,7 @@ def run_compare(options: CompareOptions, registry) -> dict[str, Any]:
         "row_counts": {k: sum(r.row_counts[k] for r in results) for k in totals},
         "first_divergence": _job_first(answer, pending),
         "rules": options.rules,
+        "noise_reference": [str(p) for p in options.noise_reference] if options.noise_reference else None,
         "mode": modes[0] if len(modes) == 1 else ",".join(modes),
         "target": str(options.target),
         "bench": str(options.bench),
@@ -561,14 +580,16 @@ def run_compare(options: CompareOptions, registry) -> dict[str, Any]:
     return summary
 
 
-def _judge(pending: Sequence[PendingRank], rules: str) -> JobAnswer | None:
+def _judge(pending: Sequence[PendingRank], rules: str,
+           references: Mapping[int, NoiseReference] | None = None) -> JobAnswer | None:
     """The job's verdicts on every compared (step, rank), stored on each :class:`PendingRank`."""
     steps = [StepFacts(item.step, item.rank, item.facts) for item in pending]
-    answer = judge_job(steps, rules)
+    answer = judge_job(steps, rules, references)
     for item, judged in zip(pending, steps):
         if judged.judgement is not None:
             item.errors = judged.judgement.errors
             item.first = judged.judgement.first
+            item.accepted = judged.judgement.accepted
     return answer
 
 
@@ -592,7 +613,7 @@ def _compare_pair_alone(index: int) -> PendingRank:
     return compare_ranks(target, bench, _RUN["registry"], options)
 
 
-def _run_pairs(pairs, registry, options: CompareOptions) -> list[PendingRank]:
+def compare_pairs(pairs, registry, options: CompareOptions) -> list[PendingRank]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -67,6 +67,10 @@ CONSEQUENCE = 8.0
 #: ... and by more than this many roundoffs
 FLOOR = 64.0
 FLOAT_DTYPES = frozenset(ROUNDOFF)
+#: with a noise reference: an entry's error must be more than this many times the reference's for that entry,
+REFERENCE_MARGIN = 8.0
+#: ... and more than this many times what it carries (the reference, not a fixed factor, says what is noise)
+REFERENCE_ADDS = 4.0
 
 
 def roundoff(dtype: Any) -> float:
@@ -193,6 +197,49 @@ def _why(row: RowResult, mode: DataMode) -> str:
     return mode.differs(row) or "agrees"
 
 
+# -- a noise reference ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NoiseReference:
+    """The noise of one rank as a pair of benign runs shows it (``--noise-reference``): per entry, the worst
+    discrepancy of its inputs/parameters and of its outputs over the steps, and the rules' error messages
+    it has too (a known difference: another GELU approximation, a scalar); per step, the loss's."""
+
+    came_in: Mapping[str, float]
+    out: Mapping[str, float]
+    loss: Mapping[int, float]
+    ruled: frozenset[tuple[str, str]] = frozenset()
+
+    @classmethod
+    def of(cls, steps: Iterable[tuple[int, Sequence[EntryFacts]]]) -> NoiseReference:
+        came_in: dict[str, float] = {}
+        out: dict[str, float] = {}
+        loss: dict[int, float] = {}
+        ruled: set[tuple[str, str]] = set()
+        for step, facts in steps:
+            for f in facts:
+                if f.side is None:
+                    came_in[f.name] = max(came_in.get(f.name, 0.0), f.in_err, f.param_err)
+                    out[f.name] = max(out.get(f.name, 0.0), f.out_err)
+                    if f.result == ERROR:
+                        ruled.add((f.name, f.message))
+            last = _loss(facts)
+            if last is not None:
+                loss[step] = last.out_err
+        return cls(came_in, out, loss, frozenset(ruled))
+
+    def limit(self, table: Mapping[str, float], name: str, carried: float) -> float | None:
+        """How much error ``name`` may show before it counts, or ``None`` when the reference lacks it."""
+        noise = table.get(name)
+        return None if noise is None else max(REFERENCE_ADDS * carried, REFERENCE_MARGIN * noise)
+
+
+def _limit(reference: NoiseReference | None, table: str, name: str, carried: float) -> float:
+    found = reference.limit(getattr(reference, table), name, carried) if reference is not None else None
+    return ADDS_ERROR * carried if found is None else found
+
+
 # -- one step ---------------------------------------------------------------------------------------
 
 
@@ -206,6 +253,7 @@ class StepJudgement:
     loss_roundoff: float = 0.0
     outside: Finding | None = None  # a divergence from outside the step, consequential or not
     consequential: bool = False
+    accepted: frozenset[int] = frozenset()  # entries whose rule errors the noise reference has too
 
 
 def _loss(facts: Sequence[EntryFacts]) -> EntryFacts | None:
@@ -223,9 +271,10 @@ def _parents(facts: Sequence[EntryFacts]) -> dict[str, str | None]:
     return {f.name: f.parent for f in facts}
 
 
-def judge_step(facts: Sequence[EntryFacts], step: int, baseline: float | None = None) -> StepJudgement:
+def judge_step(facts: Sequence[EntryFacts], step: int, baseline: float | None = None,
+               reference: NoiseReference | None = None) -> StepJudgement:
     """Judge one step (``facts`` in execution order); ``baseline`` is the loss discrepancy of the previous
-    clean step (``None`` at the first step)."""
+    clean step (``None`` at the first step); ``reference`` the rank's noise as benign runs show it."""
     parents = _parents(facts)
     by_name = {f.name: f for f in facts}
     usual = _usual_dtype(facts)
@@ -235,6 +284,7 @@ def judge_step(facts: Sequence[EntryFacts], step: int, baseline: float | None = 
     carried = 0.0                      # the worst output error produced so far in the step
     errors: dict[int, Finding] = {}
     ruled: dict[int, Finding] = {}
+    accepted: set[int] = set()
     outside: Finding | None = None
     last_target_only: EntryFacts | None = None
     produced: dict[tuple, EntryFacts] = {}  # target output statistics -> the entry that produced them
@@ -251,11 +301,14 @@ def judge_step(facts: Sequence[EntryFacts], step: int, baseline: float | None = 
             inside[parent] = max(inside.get(parent, 0.0), u)  # and it carries the error of its children
             inside_err[parent] = max(inside_err.get(parent, 0.0), f.out_err, within)
             parent, depth = parents.get(parent), depth + 1
-        if f.result == ERROR:  # a rule's error (a scalar argument, a shape, ...) stands whatever the values
+        if f.result == ERROR and reference is not None and (f.name, f.message) in reference.ruled:
+            accepted.add(f.index)  # the benign pair has it too: a known difference
+        elif f.result == ERROR:  # a rule's error (a scalar argument, a shape, ...) stands whatever the values
             ruled[f.index] = Finding(f.index, f.name, f.message or "the rules flag an error", "rules")
         if f.kind == "parameters_grad":  # never an origin; but differing while nothing before them did, they
             # show a change in calls that were not dumped (a compiled model at L0: its gradients are all there is)
-            if outside is None and not errors and not ruled and f.out_err > ADDS_ERROR * (carried + u):
+            if outside is None and not errors and not ruled and f.out_err > _limit(reference, "out", f.name,
+                                                                                     carried + u):
                 outside = Finding(f.index, f.name, f"{f.worst_output}; parameter gradients differ although no dumped "
                                   "call before them does: the change comes from calls not dumped", "inputs")
             continue
@@ -265,18 +318,21 @@ def judge_step(facts: Sequence[EntryFacts], step: int, baseline: float | None = 
         elif f.kind == "backward":  # a backward also reads what its forward saved (inputs, weights, outputs)
             context = max(context, saved.get(_forward_of(f.name), 0.0))
         if outside is None and not errors and not ruled and f.lowered_u > usual[1] \
-                and max(f.in_err, f.out_err) > ADDS_ERROR * (carried + usual[1]):
+                and (f.in_err > _limit(reference, "came_in", f.name, carried + usual[1])
+                     or f.out_err > _limit(reference, "out", f.name, carried + usual[1])):
             outside = Finding(f.index, f.name, f"the target computes in {f.lowered} here, where the rest of the "
                               f"step runs in {usual[0]} ({f.worst_input or f.worst_output}): a precision the bench "
                               "does not have", "precision", _over(f.inputs + f.outputs, carried + usual[1]))
         carries = max(f.in_err, f.param_err, context, within)
-        if f.out_err > 0 and f.out_err > ADDS_ERROR * (carries + u):
+        limit = _limit(reference, "out", f.name, carries + u)
+        if f.out_err > 0 and f.out_err > limit:
             errors[f.index] = Finding(
                 f.index, f.name, f"{f.worst_output}; the entry adds error: {_times(f.out_err, carries + u)} what it "
                 f"carries (inputs {f.in_err:.3g}, parameters {f.param_err:.3g}, roundoff {u:.3g})", "adds error",
-                _over(f.outputs, carries + u))
+                tuple(pos for pos, err in f.outputs if err > limit))
         came_in = max(f.in_err, f.param_err)
-        if outside is None and came_in > 0 and came_in > ADDS_ERROR * (carried + u) and not errors and not ruled:
+        if outside is None and came_in > 0 and came_in > _limit(reference, "came_in", f.name, carried + u) \
+                and not errors and not ruled:
             outside = _explain(f, step, by_name, last_target_only, produced)
             if outside.index == f.index:  # its own differing inputs and parameters are the rows to read
                 outside.rows = _over(f.inputs, carried + u)
@@ -292,7 +348,9 @@ def judge_step(facts: Sequence[EntryFacts], step: int, baseline: float | None = 
     if outside is not None and loss_err is None:  # no loss dumped (L0 of a compiled model): nothing says it is noise
         consequential = True
     elif outside is not None and loss_err is not None:  # the loss itself may be the entry whose inputs differ
-        consequential = loss_err > max(CONSEQUENCE * (baseline or 0.0), FLOOR * loss_u) and loss.index >= outside.index
+        noise = reference.loss.get(step) if reference is not None else None
+        expected = CONSEQUENCE * (baseline or 0.0) if noise is None else REFERENCE_MARGIN * noise
+        consequential = loss_err > max(expected, FLOOR * loss_u) and loss.index >= outside.index
     if outside is not None and consequential and not any(i < outside.index for i in errors):
         errors[outside.index] = outside
     if outside is not None and not consequential:
@@ -302,7 +360,7 @@ def judge_step(facts: Sequence[EntryFacts], step: int, baseline: float | None = 
     for index, finding in ruled.items():
         errors.setdefault(index, finding)
     first = errors[min(errors)] if errors else None
-    return StepJudgement(errors, first, loss_err, loss_u, outside, consequential)
+    return StepJudgement(errors, first, loss_err, loss_u, outside, consequential, frozenset(accepted))
 
 
 def _usual_dtype(facts: Sequence[EntryFacts]) -> tuple[str, float]:

@@ -20,10 +20,11 @@ writes and ``probe graph`` colours:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from probe_core.compare.judge import FLOOR, EntryFacts, Finding, StepJudgement, judge_step, judge_step_by_rules
+from probe_core.compare.judge import (FLOOR, EntryFacts, Finding, NoiseReference, StepJudgement, judge_step,
+                                      judge_step_by_rules)
 from probe_core.dump.order import RankAnomaly, concurrent_with, first_across_ranks, is_communication
 
 
@@ -47,24 +48,26 @@ class JobAnswer:
     concurrent: list[tuple[int, str]] = field(default_factory=list)  # (rank, entry) of the same epoch
 
 
-def judge_job(steps: Sequence[StepFacts], rules: str = "noise") -> JobAnswer | None:
-    """Judge every (step, rank) (setting ``.judgement``); return the job's first divergence."""
+def judge_job(steps: Sequence[StepFacts], rules: str = "noise",
+              references: Mapping[int, NoiseReference] | None = None) -> JobAnswer | None:
+    """Judge every (step, rank) (setting ``.judgement``); return the job's first divergence. ``references``:
+    per rank, the noise a pair of benign runs shows (``--noise-reference``)."""
     by_rank: dict[int, list[StepFacts]] = {}
     for item in sorted(steps, key=lambda s: (s.rank, s.step)):
         by_rank.setdefault(item.rank, []).append(item)
-    for chain in by_rank.values():
-        _judge_chain(chain, rules)
+    for rank, chain in by_rank.items():
+        _judge_chain(chain, rules, (references or {}).get(rank))
     return _first_of_job(steps)
 
 
-def _judge_chain(chain: Sequence[StepFacts], rules: str) -> None:
+def _judge_chain(chain: Sequence[StepFacts], rules: str, reference: NoiseReference | None) -> None:
     baseline: float | None = None
     diverged = False
     for position, item in enumerate(chain):
         if rules != "noise":
             item.judgement = judge_step_by_rules(item.facts)
             continue
-        judgement = judge_step(item.facts, item.step, baseline)
+        judgement = judge_step(item.facts, item.step, baseline, reference)
         item.judgement = judgement
         if diverged:  # parameters that differ after an earlier step went wrong are its consequence
             _drop_parameters(judgement)

@@ -26,6 +26,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="folder for the .vis.db file (created; 750)")
     parser.add_argument("--rules", choices=("noise", "msprobe"), default="noise",
                         help="how nodes are judged, as in probe compare: noise (default) or msprobe's legend")
+    parser.add_argument("--noise-reference", nargs="+", metavar="DUMP",
+                        help="a benign run (against the bench) or a benign pair TARGET BENCH calibrating the judge, "
+                             "as in probe compare")
     parser.add_argument("-oc", "--overflow", "--overflow_check", action="store_true",
                         help="mark overflow levels: medium, high, critical")
     parser.add_argument("-fm", "--fuzzy", "--fuzzy_match", action="store_true",
@@ -82,6 +85,7 @@ def _mapping(value):
 
 
 def run(args: argparse.Namespace) -> int:
+    from probe_core.compare.reference import reference_pair
     from probe_core.graph.service import GraphOptions, run_graph
     from probe_core.graph.summary import print_summary
 
@@ -101,13 +105,16 @@ def run(args: argparse.Namespace) -> int:
         raise GraphError(f"--workers must be at least 1, got {args.workers}")
     if bench is None and (args.fuzzy or args.layer_mapping is not None):
         raise GraphError("--fuzzy and --layer-mapping need a bench dump (-gp BENCH) to match against")
+    if bench is None and args.noise_reference:
+        raise GraphError("--noise-reference calibrates a compare: it needs a bench dump (-gp BENCH)")
     layouts = _layouts(args)
     if args.file_type == "json" and (layouts is None or bench is not None):
         raise GraphError("--file_type json writes merged graphs: it needs a build (no -gp) with --rank_size "
                          "(and --tp/--pp/--vpp); drop it to write the .vis.db")
+    reference = reference_pair(args.noise_reference, bench) if args.noise_reference else None
     options = GraphOptions(overflow=args.overflow, fuzzy=args.fuzzy, rules=args.rules, layer_mapping=_mapping(args.layer_mapping),
                            layouts=layouts, json_dir=args.output if args.file_type == "json" else None,
-                           tensor_log=args.tensor_log, progress_log=args.progress_log)
+                           tensor_log=args.tensor_log, progress_log=args.progress_log, noise_reference=reference)
     path, summaries = run_graph(target, bench, Path(args.output), options, workers=args.workers,
                                 registry=args.registry, progress=not (args.progress_log or args.tensor_log))
     print_summary(summaries, str(path), bench is not None)

@@ -12,14 +12,14 @@ import gc
 import multiprocessing
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from probe_core.compare.comparator import load_comparators
-from probe_core.compare.judge import EntryFacts
+from probe_core.compare.judge import EntryFacts, NoiseReference
 from probe_core.compare.verdicts import StepFacts, judge_job
 from probe_core.errors import GraphError
 from probe_core.graph.export import export_dump
@@ -47,6 +47,7 @@ class GraphOptions:
     tensor_log: bool = False  # -tensor_log: one line per compared node
     progress_log: bool = False  # -progress_log: one line per finished graph
     rules: str = "noise"  # --rules: the noise-aware judge (as probe compare's) or "msprobe"
+    noise_reference: tuple[Path, Path] | None = None  # --noise-reference: a benign (target, bench) pair
 
 
 STRUCTURE_TASK = "structure"  # msprobe's task that records the hierarchy only: compared as structure
@@ -196,7 +197,12 @@ def _run_graph(target_path: str | Path, bench_path: str | Path | None, output_di
     results = _execute(jobs, options, workers, registry, progress)
     compare = bench_path is not None
     if compare:
-        apply_verdicts(results, options.rules)
+        references = None
+        if options.noise_reference is not None and options.rules == "noise":
+            from probe_core.compare.reference import noise_references
+
+            references = noise_references(options.noise_reference, registry, progress=progress)
+        apply_verdicts(results, options.rules, references)
     modes = {r.mode for r in results}
     mode_name = modes.pop() if len(modes) == 1 else ""
     mode = load_mode(registry.data_modes[mode_name]) if mode_name in registry.data_modes else None
@@ -222,12 +228,13 @@ def _run_graph(target_path: str | Path, bench_path: str | Path | None, output_di
     return path, [r.summary for r in results if r.summary is not None]
 
 
-def apply_verdicts(results: Sequence[JobResult], rules: str) -> None:
+def apply_verdicts(results: Sequence[JobResult], rules: str,
+                   references: Mapping[int, NoiseReference] | None = None) -> None:
     """Judge every compared graph as ``probe compare`` judges its dumps (steps chained, ranks ordered), turn
     the nodes the judge flags red on both sides, with the modules around them (the path to them in the
     viewer), and set each summary's first divergent node."""
     steps = [StepFacts(r.step, r.rank, r.facts) for r in results]
-    answer = judge_job(steps, rules)
+    answer = judge_job(steps, rules, references)
     job_first = f"step {answer.step} rank {answer.rank}: {answer.finding.name}" if answer is not None else None
     for result, judged in zip(results, steps):
         judgement = judged.judgement
