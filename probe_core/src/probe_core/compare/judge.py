@@ -71,6 +71,8 @@ FLOAT_DTYPES = frozenset(ROUNDOFF)
 REFERENCE_MARGIN = 8.0
 #: ... and more than this many times what it carries (the reference, not a fixed factor, says what is noise)
 REFERENCE_ADDS = 4.0
+#: with a noise reference: the loss differs by more than this many times the reference's at the same step
+REFERENCE_LOSS = 4.0
 
 
 def roundoff(dtype: Any) -> float:
@@ -349,7 +351,7 @@ def judge_step(facts: Sequence[EntryFacts], step: int, baseline: float | None = 
         consequential = True
     elif outside is not None and loss_err is not None:  # the loss itself may be the entry whose inputs differ
         noise = reference.loss.get(step) if reference is not None else None
-        expected = CONSEQUENCE * (baseline or 0.0) if noise is None else REFERENCE_MARGIN * noise
+        expected = CONSEQUENCE * (baseline or 0.0) if noise is None else REFERENCE_LOSS * noise
         consequential = loss_err > max(expected, FLOOR * loss_u) and loss.index >= outside.index
     if outside is not None and consequential and not any(i < outside.index for i in errors):
         errors[outside.index] = outside
@@ -410,7 +412,8 @@ def _explain(f: EntryFacts, step: int, by_name: Mapping[str, EntryFacts], target
                            f"in-place call: {f.name} reads its output ({f.worst_input}) where the bench reads "
                            "another value: a tensor was changed in place after it was produced", "in-place")
     return Finding(f.index, f.name, f"inputs already differ ({f.worst_input}): the change comes from outside "
-                   "the dumped calls (data, or a call not dumped)", "inputs")
+                   "the dumped calls (data, or a call not dumped: the default risk_level leaves out calls that "
+                   "create, cast or move values, such as tril, to, reshape; risk_level ALL records them)", "inputs")
 
 
 #: the in-place dunder methods (``x += y``); other dunders (``__getitem__``) return a new tensor
