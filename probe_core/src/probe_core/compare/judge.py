@@ -32,9 +32,16 @@ execution order (:func:`judge_step`):
 * a divergence from outside or of precision is **consequential** when the
   loss (the last forward entry before the first backward) differs by more
   than :data:`CONSEQUENCE` times the previous clean step's, and by more
-  than :data:`FLOOR` roundoffs. Noise
-  that the optimizer amplifies in a few parameters (AdamW on gradients near
-  zero) changes no loss: it names nothing.
+  than :data:`FLOOR` roundoffs. Noise that the optimizer amplifies in a few
+  parameters (AdamW on gradients near zero) changes no loss: it names
+  nothing.
+
+With a :class:`NoiseReference` (``--noise-reference``: a pair of benign
+runs), the fixed factors give way to what that pair shows: an entry adds
+error when it shows :data:`REFERENCE_MARGIN` times the reference's error
+for that entry (and :data:`REFERENCE_ADDS` times what it carries), the
+loss counts at :data:`REFERENCE_LOSS` times the reference's at that step,
+and a rule's error the pair has too is a known difference.
 
 The step's answer is the earlier of the first entry that adds error and a
 consequential divergence from outside. The same facts feed ``probe compare``
