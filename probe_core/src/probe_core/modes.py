@@ -129,6 +129,11 @@ class DataMode:
         difference, ``inf`` where it does (a mode without a scale: any difference is a divergence)."""
         return 0.0 if self.differs(row) is None else math.inf
 
+    def measures_noise(self) -> bool:
+        """Whether this mode has a scale of its own (:meth:`discrepancy` overridden): the noise-aware judge
+        then decides on values; a mode without one keeps its row rules (``judge_row``/``judge_io``)."""
+        return type(self).discrepancy is not DataMode.discrepancy
+
     def differs(self, row: RowResult) -> str | None:
         """Why the two tensors of ``row`` hold different values (a short reason), or ``None``.
 

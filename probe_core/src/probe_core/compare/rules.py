@@ -92,6 +92,7 @@ def _is_redundant(op: str) -> bool:
 
 
 @lru_cache(maxsize=1024)
+@lru_cache(maxsize=1024)  # a handful of dtype strings, asked for on every leaf
 def normalize_dtype(dtype: Any) -> str:
     """``torch.float32``, ``Float32``, ``mindspore.float32``, ``float32`` -> ``float32``."""
     text = str(dtype).lower()
@@ -163,8 +164,7 @@ def judge_entry(entry_name: str, rows: Sequence[RowResult], mode: DataMode,
             row.result, row.messages = PASS, ["Redundant API: not compared."]
         return PASS
     judges = [comp for comp in comparators if comp.judge is not None]
-    # a mode without a noise model of its own (no ``discrepancy``) keeps its row rules under the noise judge
-    by_values = rules == "msprobe" or type(mode).discrepancy is _base_discrepancy()
+    by_values = rules == "msprobe" or not mode.measures_noise()
     for row in rows:
         if _row_rules(row) and by_values:
             mode.judge_row(row)
@@ -177,12 +177,6 @@ def judge_entry(entry_name: str, rows: Sequence[RowResult], mode: DataMode,
         both = [r for r in rows if r.npu is not None and r.bench is not None]
         mode.judge_io([r for r in both if r.role in INPUT_ROLES], [r for r in both if r.role in OUTPUT_ROLES])
     return worst(row.result for row in rows)
-
-
-def _base_discrepancy():
-    from probe_core.modes import DataMode
-
-    return DataMode.discrepancy
 
 
 def worst(results) -> str:
