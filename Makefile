@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.probe-installed
 # needs numpy<2, pinned in the framework install step and in requirements-dev.txt.
 # Every distribution of this repository, installed editable in one pip call so local ones satisfy
 # each other's dependencies.
-DISTS := probe_core plugins/modes plugins/config_check plugins/parallel_merge plugins/acc_check plugins/monitor probe_torch probe_mindspore
+DISTS := probe_core[dask] plugins/modes plugins/config_check plugins/parallel_merge plugins/acc_check plugins/monitor probe_torch probe_mindspore
 
 .PHONY: demo test install clean
 
@@ -21,7 +21,7 @@ $(STAMP): Makefile requirements-dev.txt $(wildcard */pyproject.toml plugins/*/py
 	$(PIP) install -q --upgrade pip setuptools wheel
 	$(PIP) install -q torch==2.13.0 mindspore==2.10.0 "numpy<2"
 	$(PIP) install -q -r requirements-dev.txt torch==2.13.0 "numpy<2"  # the test extras must not move torch
-	$(PIP) install -q --no-build-isolation $(foreach d,$(DISTS),-e $(d))
+	$(PIP) install -q --no-build-isolation $(foreach d,$(DISTS),-e "$(d)")
 	touch $(STAMP)
 
 # The main job on the embedded example: collect the same small training script twice with `probe run`

@@ -47,10 +47,12 @@ def test_step_folder_of_ranks(tmp_path: Path) -> None:
     assert _counts(only_db(tmp_path / "out")) == {(3, 0, "NPU"): 164, (3, 2, "NPU"): 164}
 
 
-def test_workers_give_the_same_file_content(tmp_path: Path) -> None:
+def test_workers_and_a_dask_cluster_give_the_same_file_content(tmp_path: Path) -> None:
     target = _root(tmp_path / "target", steps=(0,), ranks=(0, 1, 2))
-    run_probe("-tp", target, "-o", tmp_path / "one")
-    run_probe("-tp", target, "-o", tmp_path / "two", "--workers", "2")
+    bench = _root(tmp_path / "bench", steps=(0,), ranks=(0, 1, 2))
+    run_probe("-tp", target, "-gp", bench, "-o", tmp_path / "one")
+    run_probe("-tp", target, "-gp", bench, "-o", tmp_path / "two", "--workers", "2")
+    run_probe("-tp", target, "-gp", bench, "-o", tmp_path / "dask", "--executor", "dask", "--workers", "2")
 
     def content(db: Path) -> list:
         conn = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)
@@ -59,7 +61,9 @@ def test_workers_give_the_same_file_content(tmp_path: Path) -> None:
         finally:
             conn.close()
 
-    assert content(only_db(tmp_path / "one")) == content(only_db(tmp_path / "two"))
+    one = content(only_db(tmp_path / "one"))
+    assert len(one) == 3 * 2 * 164
+    assert one == content(only_db(tmp_path / "two")) == content(only_db(tmp_path / "dask"))
 
 
 def test_sides_without_common_ranks_are_a_clear_error(tmp_path: Path) -> None:

@@ -188,6 +188,8 @@ def load_registry(
     except pluggy.PluginValidationError as exc:
         raise PluginError(f"plugin {exc.plugin!r}: {exc}") from None
     registry = Registry(pm, tuple(sorted(infos, key=lambda i: i.name)))
+    if not extra and autoload == autoload_enabled():  # what another process rebuilds (probe_core.executor)
+        registry.selection = selection
     if tracing_requested():
         registry.enable_tracing()
     return registry
@@ -274,6 +276,9 @@ class Registry:
     def __init__(self, pm: pluggy.PluginManager, plugins: tuple[PluginInfo, ...]) -> None:
         self.pm = pm
         self.plugins = plugins
+        #: the config.json plugin selection a worker process rebuilds this registry from; ``None`` when it
+        #: holds in-process plugins or another autoload setting, which no other process can rebuild
+        self.selection: PluginSelection | None = None
         self._muted: set[str] = set()
         self._callers: dict[str, tuple[tuple[str, Any], ...]] = {}
         self._untrace: Any = None

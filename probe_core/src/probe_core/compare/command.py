@@ -1,6 +1,7 @@
 """``probe compare``: the built-in core command (plugin name ``compare``).
 
-``probe compare TARGET BENCH -o OUT [--fuzzy] [--mapping YAML] [--rank R] [--step N] [--workers K] [--lenient]
+``probe compare TARGET BENCH -o OUT [--fuzzy] [--mapping YAML] [--rank R] [--step N] [--workers K]
+[--executor local|dask] [--scheduler ADDRESS] [--lenient]
 [--rules noise|msprobe] [--noise-reference DUMP [BENCH]]``;
 every flag of ``msprobe compare`` (auto mode) is accepted with msprobe's meaning: ``-tp/-gp/-o``,
 ``-fm``, ``-lm``, ``-cm``, ``-am``, ``-dm``, ``--xlsx``, ``-da``, ``-tensor_log``, ``-m``,
@@ -11,12 +12,12 @@ every flag of ``msprobe compare`` (auto mode) is accepted with msprobe's meaning
 from __future__ import annotations
 
 import argparse
-import os
 import warnings
 from pathlib import Path
 
 from probe_core import hookimpl
 from probe_core.errors import CompareError
+from probe_core.executor import add_executor_arguments, executor_choice
 from probe_core.specs import CommandSpec
 
 #: msprobe's ``--mode`` values; probe compares framework dumps, which is msprobe's ``auto``.
@@ -61,8 +62,8 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", choices=("fsdp", "megatron"), help="training backend for --consistent_check")
     parser.add_argument("--rank", type=_ints, action="append", help="compare only this rank (repeatable, or 0,1)")
     parser.add_argument("--step", type=_ints, action="append", help="compare only this step (repeatable, or 0,1)")
-    parser.add_argument("--workers", type=int, default=1, metavar="K",
-                        help="processes comparing entries/tensor files in parallel (default 1)")
+    add_executor_arguments(parser, "processes in parallel (default 1): one per rank, or over the entries of a "
+                                   "single rank; with --executor dask, the local cluster's workers")
     parser.add_argument("--rules", choices=("noise", "msprobe"), default="noise",
                         help="noise (default): an entry is an error when it adds more error than its inputs carry "
                              "and its precision explains, judged step by step; msprobe: msprobe's legend, row by row")
@@ -118,13 +119,12 @@ def _run(args: argparse.Namespace) -> int:
     from probe_core.compare.reference import reference_pair
 
     target, bench = _paths(args)
-    if args.workers < 1:
-        raise CompareError(f"--workers {args.workers}: give 1 or more")
+    choice = executor_choice(args, CompareError)
     _warn_unsupported(args)
     options = CompareOptions(
         target=target, bench=bench, output=Path(args.output), fuzzy=args.fuzzy,
         mapping=_path_or_flag(args.mapping), ranks=_flat(args.rank), steps=_flat(args.step),
-        workers=min(args.workers, os.cpu_count() or 1) if args.workers > 1 else 1, lenient=args.lenient,
+        workers=choice.workers, executor=choice.kind, scheduler=choice.scheduler, lenient=args.lenient,
         xlsx=args.xlsx, progress=not args.quiet and not args.tensor_log,
         data_mapping=_path_or_flag(args.data_mapping), cell_mapping=_path_or_flag(args.cell_mapping),
         api_mapping=_path_or_flag(args.api_mapping), tensor_log=args.tensor_log, diff_analyze=args.diff_analyze,

@@ -29,9 +29,11 @@ from probe_core.compare.postprocess import load_postprocess
 from probe_core.compare.judge import EntryFacts, Finding, NoiseReference, entry_facts
 from probe_core.compare.match import Match, Matcher, match_entries
 from probe_core.compare.rules import ERROR, PASS, UNMATCHED, WARNING, RowResult, judge_entry, worst
-from probe_core.compare.verdicts import JobAnswer, StepFacts, judge_job
+from probe_core.compare.verdicts import JobAnswer, StepFacts, first_of_job, judge_job
 from probe_core.dump import DumpEntry, RankDump, TensorMeta, discover
+from probe_core.dump.order import is_communication
 from probe_core.errors import CompareError, DumpError, ProbeError
+from probe_core.executor import ExecutorChoice, RegistryRef, job_executor, registry_of, registry_ref, run_jobs
 from probe_core.modes import DataMode, common_mode
 
 CHUNK_ENTRIES = 256
@@ -63,6 +65,8 @@ class CompareOptions:
     consistent_backend: str | None = None  # --consistent_check [--backend]: "fsdp", "megatron" or "any"
     rules: str = "noise"  # --rules: the noise-aware judge, or "msprobe" (its legend's Result column)
     noise_reference: tuple[Path, Path] | None = None  # --noise-reference: a benign (target, bench) pair
+    executor: str = "local"  # --executor: where the rank jobs run (probe_core.executor)
+    scheduler: str | None = None  # --scheduler: the Dask scheduler's address
 
 
 @dataclass
@@ -93,6 +97,9 @@ class RankResult:
     bench: str
     errors: list[str] = field(default_factory=list)
     partial: list[str] = field(default_factory=list)  # dumps of an interrupted step (header "partial": true)
+    step: int = 0  # the (step, rank) and data mode the job's summary needs; not written per rank
+    rank_id: int = 0
+    mode: str = ""
 
 
 # -- one entry ---------------------------------------------------------------------
@@ -375,6 +382,7 @@ class PendingRank:
     target: tuple[Path, int | None, int | None]  # (dump.json, step, rank): picklable, for the stack lookup
     bench: tuple[Path, int | None, int | None]
     partial: list[str]
+    mode: str
     errors: dict[int, Finding] = field(default_factory=dict)  # the job's verdicts: entry key -> why an error
     first: Finding | None = None
     accepted: frozenset[int] = frozenset()  # entries whose rule errors the noise reference has too
@@ -443,7 +451,7 @@ def compare_ranks(target: RankDump, bench: RankDump, registry, options: CompareO
     partial = [str(d.dump_file) for d in (target, bench) if d.header.get("partial") is True]
     sides = [(Path(d.dump_file), d.step, d.rank) for d in (target, bench)]
     return PendingRank(_label(target), target.step or 0, target.rank or 0, stem, columns, spool.path, facts,
-                       unmatched, sides[0], sides[1], partial)
+                       unmatched, sides[0], sides[1], partial, mode.name)
 
 
 def write_rank(pending: PendingRank, options: CompareOptions) -> RankResult:
@@ -476,7 +484,8 @@ def write_rank(pending: PendingRank, options: CompareOptions) -> RankResult:
     return RankResult(pending.label, counts, row_counts, pending.unmatched,
                       _describe(first, pending) if first is not None else None, str(writer.csv_path),
                       str(writer.xlsx_path) if writer.xlsx_path else None, str(pending.target[0]),
-                      str(pending.bench[0]), partial=pending.partial)
+                      str(pending.bench[0]), partial=pending.partial, step=pending.step, rank_id=pending.rank,
+                      mode=pending.mode)
 
 
 def _mark(rows: list[list[Any]], finding: Finding, result_at: int, message_at: int) -> None:
@@ -550,28 +559,29 @@ def run_compare(options: CompareOptions, registry) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     steps = {t.step for t, _ in pairs}
     options = dataclasses.replace(options, stamp=options.stamp or output.timestamp(), step_folders=len(steps) > 1)
-    references = None
+    references: Mapping[int, NoiseReference] = {}
     if options.noise_reference is not None and options.rules == "noise":
         from probe_core.compare.reference import noise_references
 
         references = noise_references(options.noise_reference, registry, ranks=options.ranks, steps=options.steps,
                                       lenient=options.lenient, progress=options.progress)
-    pending = compare_pairs(pairs, registry, options)
-    answer = _judge(pending, options.rules, references)
-    results = [write_rank(item, options) for item in pending]
-    modes = sorted({detect_mode(t, b, registry).name for t, b in pairs}) if pairs else []
+    chains = compare_chains(pairs, registry, options, references)
+    by_key = {(r.step, r.rank_id): (r, s) for chain in chains for r, s in zip(chain.results, chain.steps)}
+    results = [by_key[(_step(t), _rank(t))][0] for t, _ in pairs]
+    answer = first_of_job([s for chain in chains for s in chain.steps])
+    modes = sorted({r.mode for r in results})
     totals = {k: sum(r.counts[k] for r in results) for k in (PASS, WARNING, ERROR, UNMATCHED)}
     summary = {
         "counts": totals,
         "row_counts": {k: sum(r.row_counts[k] for r in results) for k in totals},
-        "first_divergence": _job_first(answer, pending),
+        "first_divergence": _job_first(answer, by_key),
         "rules": options.rules,
         "noise_reference": [str(p) for p in options.noise_reference] if options.noise_reference else None,
         "mode": modes[0] if len(modes) == 1 else ",".join(modes),
         "target": str(options.target),
         "bench": str(options.bench),
         "output": str(out),
-        "ranks": [r.__dict__ for r in results],
+        "ranks": [_public(r) for r in results],
         "partial": [path for r in results for path in r.partial],
     }
     output.write_summary(out / "summary.json", summary)
@@ -580,24 +590,96 @@ def run_compare(options: CompareOptions, registry) -> dict[str, Any]:
     return summary
 
 
-def _judge(pending: Sequence[PendingRank], rules: str,
-           references: Mapping[int, NoiseReference] | None = None) -> JobAnswer | None:
-    """The job's verdicts on every compared (step, rank), stored on each :class:`PendingRank`."""
+def _step(dump: RankDump) -> int:
+    return dump.step if dump.step is not None else 0
+
+
+def _rank(dump: RankDump) -> int:
+    return dump.rank if dump.rank is not None else 0
+
+
+def _public(result: RankResult) -> dict[str, Any]:
+    """A rank's part of summary.json (what the job needs of it internally stays out)."""
+    return {k: v for k, v in result.__dict__.items() if k not in ("step", "rank_id", "mode")}
+
+
+@dataclass
+class ChainResult:
+    """One rank's steps compared, judged and written: what the job's answer needs of them, nothing more."""
+
+    results: list[RankResult]
+    steps: list[StepFacts]  # judged; their facts cut to the communication calls and the step's first finding
+
+
+def compare_chains(pairs: Sequence[tuple[RankDump, RankDump]], registry, options: CompareOptions,
+                   references: Mapping[int, NoiseReference]) -> list[ChainResult]:
+    """Compare, judge and write every rank's chain of steps: the ranks are the jobs of ``--executor``.
+
+    A rank's steps stay together (the judge chains them), so only small results cross between processes or
+    machines, whatever the number of ranks. A single rank, or one process, runs here with a progress bar
+    per step and ``--workers`` processes over its entries.
+    """
+    chains: dict[int, list[tuple[RankDump, RankDump]]] = {}
+    for target, bench in sorted(pairs, key=lambda p: (_rank(p[0]), _step(p[0]))):
+        chains.setdefault(_rank(target), []).append((target, bench))
+    choice = ExecutorChoice(options.executor, options.workers, options.scheduler)
+    if not choice.parallel or (len(chains) == 1 and choice.kind == "local"):
+        return [compare_chain(chain, registry, options, references.get(rank)) for rank, chain in chains.items()]
+    from rich.progress import Progress
+
+    specs = [[(_spec(t), _spec(b)) for t, b in chain] for chain in chains.values()]
+    alone = dataclasses.replace(options, workers=1, progress=False)
+    results = []
+    with Progress(transient=True, disable=not options.progress) as bar, \
+            job_executor(choice, len(specs)) as executor:
+        task = bar.add_task(f"compare {len(pairs)} rank dumps ({len(specs)} ranks)", total=len(specs))
+        n = len(specs)
+        for result in run_jobs(executor, _chain_job, specs, [registry_ref(registry)] * n, [alone] * n,
+                               [references.get(rank) for rank in chains]):
+            results.append(result)
+            bar.advance(task)
+    return results
+
+
+def _spec(dump: RankDump) -> tuple[Path, int | None, int | None, bool]:
+    return (dump.dump_file, dump.step, dump.rank, dump.lenient)
+
+
+def _chain_job(specs: Sequence[tuple[tuple, tuple]], ref: RegistryRef, options: CompareOptions,
+               reference: NoiseReference | None) -> ChainResult:
+    """One rank's chain in a worker (a local process or a cluster's)."""
+    pairs = [(RankDump(*target), RankDump(*bench)) for target, bench in specs]
+    return compare_chain(pairs, registry_of(ref), options, reference)
+
+
+def compare_chain(pairs: Sequence[tuple[RankDump, RankDump]], registry, options: CompareOptions,
+                  reference: NoiseReference | None = None) -> ChainResult:
+    """One rank's steps (in step order): compare each, judge them as a chain, write each step's results."""
+    pending = compare_pairs(pairs, registry, options)
     steps = [StepFacts(item.step, item.rank, item.facts) for item in pending]
-    answer = judge_job(steps, rules, references)
+    judge_job(steps, options.rules, {pending[0].rank: reference} if reference is not None and pending else None)
     for item, judged in zip(pending, steps):
         if judged.judgement is not None:
             item.errors = judged.judgement.errors
             item.first = judged.judgement.first
             item.accepted = judged.judgement.accepted
-    return answer
+        judged.facts = _answer_facts(judged)
+    return ChainResult([write_rank(item, options) for item in pending], steps)
 
 
-def _job_first(answer: JobAnswer | None, pending: Sequence[PendingRank]) -> dict[str, Any] | None:
+def _answer_facts(step: StepFacts) -> list[EntryFacts]:
+    """The facts the job's answer reads (:func:`~probe_core.compare.verdicts.first_of_job`): the target's
+    communication calls, which order the ranks, and the step's first finding."""
+    first = step.judgement.first if step.judgement is not None else None
+    return [f for f in step.facts if (f.side != "bench" and is_communication(f.name))
+            or (first is not None and f.index == first.index)]
+
+
+def _job_first(answer: JobAnswer | None,
+               by_key: Mapping[tuple[int, int], tuple[RankResult, StepFacts]]) -> dict[str, Any] | None:
     if answer is None:
         return None
-    item = next(p for p in pending if p.step == answer.step and p.rank == answer.rank)
-    described = _describe(answer.finding, item)
+    described = dict(by_key[(answer.step, answer.rank)][0].first_divergence or {})
     if answer.concurrent:
         described["concurrent"] = [{"rank": rank, "name": name} for rank, name in answer.concurrent]
     return described

@@ -57,7 +57,7 @@ def judge_job(steps: Sequence[StepFacts], rules: str = "noise",
         by_rank.setdefault(item.rank, []).append(item)
     for rank, chain in by_rank.items():
         _judge_chain(chain, rules, (references or {}).get(rank))
-    return _first_of_job(steps)
+    return first_of_job(steps)
 
 
 def _judge_chain(chain: Sequence[StepFacts], rules: str, reference: NoiseReference | None) -> None:
@@ -109,7 +109,9 @@ def update_origin(facts: Sequence[EntryFacts], parameters: Finding) -> Finding:
     return Finding(last.index, last.name, why, "update")
 
 
-def _first_of_job(steps: Sequence[StepFacts]) -> JobAnswer | None:
+def first_of_job(steps: Sequence[StepFacts]) -> JobAnswer | None:
+    """The job's first divergence among judged steps: the earliest step, its ranks ordered through their
+    communication calls."""
     answered = [s for s in steps if s.judgement is not None and s.judgement.first is not None]
     if not answered:
         return None

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from probe_core import hookimpl
 from probe_core.errors import GraphError
+from probe_core.executor import add_executor_arguments, executor_choice
 from probe_core.specs import CommandSpec
 
 
@@ -49,7 +50,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="print one line per compared node (its bench node and precision index)")
     parser.add_argument("-progress_log", "--is_print_progress_log", dest="progress_log", action="store_true",
                         help="print one line per finished graph instead of the progress bar")
-    parser.add_argument("--workers", type=int, default=1, metavar="N", help="build graphs in N processes")
+    add_executor_arguments(parser, "build graphs in N processes (default 1); with --executor dask, the local "
+                                   "cluster's workers")
     parser.add_argument("--serve", metavar="OUT", help="start TensorBoard (tb-graph-ascend) on OUT on 127.0.0.1")
     parser.add_argument("--port", type=int, default=6006, help="port for --serve (default 6006)")
 
@@ -101,8 +103,7 @@ def run(args: argparse.Namespace) -> int:
         raise GraphError("no target dump: give it as TARGET or -tp PATH (or --serve OUT to view a result)")
     if args.output is None:
         raise GraphError("no output folder: give -o OUT")
-    if args.workers < 1:
-        raise GraphError(f"--workers must be at least 1, got {args.workers}")
+    choice = executor_choice(args, GraphError)
     if bench is None and (args.fuzzy or args.layer_mapping is not None):
         raise GraphError("--fuzzy and --layer-mapping need a bench dump (-gp BENCH) to match against")
     if bench is None and args.noise_reference:
@@ -115,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     options = GraphOptions(overflow=args.overflow, fuzzy=args.fuzzy, rules=args.rules, layer_mapping=_mapping(args.layer_mapping),
                            layouts=layouts, json_dir=args.output if args.file_type == "json" else None,
                            tensor_log=args.tensor_log, progress_log=args.progress_log, noise_reference=reference)
-    path, summaries = run_graph(target, bench, Path(args.output), options, workers=args.workers,
+    path, summaries = run_graph(target, bench, Path(args.output), options, executor=choice,
                                 registry=args.registry, progress=not (args.progress_log or args.tensor_log))
     print_summary(summaries, str(path), bench is not None)
     return 0

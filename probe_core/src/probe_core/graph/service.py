@@ -2,18 +2,17 @@
 
 Work is cut into jobs, one per output graph (one rank of one step, or one
 data-parallel group once per-rank graphs are merged); jobs run in worker
-processes when ``workers > 1`` and hand back only rows and a summary.
+processes when ``workers > 1``, or on a Dask cluster (``--executor dask``), and hand back only rows and a
+summary.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import gc
-import multiprocessing
 import os
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from probe_core.compare.comparator import load_comparators
 from probe_core.compare.judge import EntryFacts, NoiseReference
 from probe_core.compare.verdicts import StepFacts, judge_job
 from probe_core.errors import GraphError
+from probe_core.executor import ExecutorChoice, RegistryRef, job_executor, registry_of, registry_ref, run_jobs
 from probe_core.graph.export import export_dump
 from probe_core.graph.jobs import GraphJob
 from probe_core.graph.match import match_graphs
@@ -144,11 +144,8 @@ def _log_nodes(target: Graph) -> None:
             print(f"[graph] {where} {node.name} ~ {other.name}: precision index {node.precision_index}", flush=True)
 
 
-_WORKER: dict[str, Any] = {}
-
-
-def _run_job_in_worker(job: GraphJob, options: GraphOptions) -> JobResult:
-    return run_job(job, options, _WORKER["registry"])  # the parent's registry, inherited through fork
+def _run_job_in_worker(job: GraphJob, options: GraphOptions, ref: RegistryRef) -> JobResult:
+    return run_job(job, options, registry_of(ref))
 
 
 def plan_jobs(target_path: str | Path, bench_path: str | Path | None, options: GraphOptions) -> list[GraphJob]:
@@ -173,11 +170,13 @@ def plan_jobs(target_path: str | Path, bench_path: str | Path | None, options: G
 
 def run_graph(target_path: str | Path, bench_path: str | Path | None, output_dir: str | Path,
               options: GraphOptions, *, workers: int = 1, registry: Any = None,
-              progress: bool = True) -> tuple[Path, list[GraphSummary]]:
+              progress: bool = True, executor: ExecutorChoice | None = None) -> tuple[Path, list[GraphSummary]]:
     """Everything ``probe graph`` does but printing: returns the written file and the summaries.
 
-    ``registry`` defaults to the process-wide one (:func:`probe_core.plugins.current_registry`).
+    ``registry`` defaults to the process-wide one (:func:`probe_core.plugins.current_registry`); the graphs
+    are built in ``workers`` local processes, or where ``executor`` says (``--executor``/``--scheduler``).
     """
+    executor = executor or ExecutorChoice("local", workers)
     if registry is None:
         from probe_core.plugins import current_registry
 
@@ -185,16 +184,17 @@ def run_graph(target_path: str | Path, bench_path: str | Path | None, output_dir
     paused = gc.isenabled()
     gc.disable()  # see run_job
     try:
-        return _run_graph(target_path, bench_path, output_dir, options, workers, registry, progress)
+        return _run_graph(target_path, bench_path, output_dir, options, executor, registry, progress)
     finally:
         if paused:
             gc.enable()
 
 
 def _run_graph(target_path: str | Path, bench_path: str | Path | None, output_dir: str | Path,
-               options: GraphOptions, workers: int, registry: Any, progress: bool) -> tuple[Path, list[GraphSummary]]:
+               options: GraphOptions, executor: ExecutorChoice, registry: Any,
+               progress: bool) -> tuple[Path, list[GraphSummary]]:
     jobs = plan_jobs(target_path, bench_path, options)
-    results = _execute(jobs, options, workers, registry, progress)
+    results = _execute(jobs, options, executor, registry, progress)
     compare = bench_path is not None
     if compare:
         references = None
@@ -272,29 +272,19 @@ def _log_progress(options: GraphOptions, job: GraphJob, done: int, total: int) -
               flush=True)
 
 
-def _execute(jobs: list[GraphJob], options: GraphOptions, workers: int, registry: Any,
+def _execute(jobs: list[GraphJob], options: GraphOptions, choice: ExecutorChoice, registry: Any,
              progress: bool) -> list[JobResult]:
     from rich.progress import Progress
 
-    workers = max(1, min(workers, len(jobs), os.cpu_count() or 1))
-    with Progress(transient=True, disable=not progress) as bar:
-        task = bar.add_task("building graphs", total=len(jobs))
-        if workers == 1:
-            results = []
-            for job in jobs:
-                results.append(run_job(job, options, registry))
-                bar.advance(task)
-                _log_progress(options, job, len(results), len(jobs))
-            return results
-        _WORKER["registry"] = registry
-        try:
-            with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
-                futures = [pool.submit(_run_job_in_worker, job, options) for job in jobs]
-                results = []
-                for job, future in zip(jobs, futures):
-                    results.append(future.result())
-                    bar.advance(task)
-                    _log_progress(options, job, len(results), len(jobs))
-                return results
-        finally:
-            _WORKER.clear()
+    if choice.kind == "local":
+        choice = dataclasses.replace(choice, workers=max(1, min(choice.workers, os.cpu_count() or 1)))
+    n = len(jobs)
+    with Progress(transient=True, disable=not progress) as bar, job_executor(choice, n) as executor:
+        task = bar.add_task("building graphs", total=n)
+        results = []
+        for job, result in zip(jobs, run_jobs(executor, _run_job_in_worker, jobs, [options] * n,
+                                              [registry_ref(registry)] * n)):
+            results.append(result)
+            bar.advance(task)
+            _log_progress(options, job, len(results), n)
+        return results

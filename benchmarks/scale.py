@@ -1,0 +1,117 @@
+"""How does ``probe compare`` scale with ranks and workers?
+
+A synthetic job of ``--ranks`` ranks (default 1,024) x ``--entries`` entries (default 20,000, 3 tensors each)
+is laid out lazily: one pair of dump files is generated, and every rank folder of both sides links to it, so
+the job takes the disk of one rank. probe then compares a sample of ``--sample`` ranks (default 8) three
+ways, in one run:
+
+* one process (``--workers 1``);
+* ``--workers 2`` local processes (one rank chain per job);
+* a real Dask cluster of 2 local worker processes (``--scheduler``, the path a Slurm/PBS cluster takes);
+
+and prints compared rows per second per worker, the speed-up of 2 workers over 1, and the time the whole
+job would take on this machine and on N workers at the measured per-worker rate. ``--full`` compares every
+rank instead of a sample (each rank writes its own CSV: mind the disk, about 10 MiB per rank at 20k entries).
+
+    python benchmarks/scale.py [--ranks 1024] [--entries 20000] [--sample 8] [--full] [--workdir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compare_speed import measure, write_statistics_dump  # noqa: E402
+
+ROWS_PER_ENTRY = 3
+TARGET_ROWS_PER_SECOND = 200_000
+TARGET_JOB_SECONDS = 600
+
+
+def lay_out(root: Path, source: Path, ranks: int) -> Path:
+    """``root/step0/rank{0..ranks-1}/`` whose files link to ``source``'s (no copy: one rank's disk)."""
+    for rank in range(ranks):
+        folder = root / "step0" / f"rank{rank}"
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in ("dump.json", "stack.json", "construct.json"):
+            link = folder / name
+            if not link.exists():
+                link.symlink_to(source / name)
+    return root
+
+
+def compare(target: Path, bench: Path, out: Path, ranks: list[int], *flags: str) -> tuple[float, float, dict]:
+    """(wall seconds, CPU seconds of the command and its children, summary) of one ``probe compare``."""
+    shutil.rmtree(out, ignore_errors=True)
+    probe = str(Path(sys.executable).parent / "probe")
+    command = [probe, "compare", "--quiet", str(target), str(bench), "-o", str(out),
+               "--rank", ",".join(map(str, ranks)), *flags]
+    seconds, _, cpu = measure(command)
+    summary = json.loads((out / "summary.json").read_text())
+    return seconds, cpu, summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ranks", type=int, default=1024)
+    parser.add_argument("--entries", type=int, default=20_000)
+    parser.add_argument("--sample", type=int, default=8, help="ranks compared in each measurement")
+    parser.add_argument("--full", action="store_true", help="compare every rank, not a sample")
+    parser.add_argument("--workdir", help="where to write the pair and results (default: a temporary folder)")
+    args = parser.parse_args()
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="probe_scale_"))
+    try:
+        start = time.perf_counter()
+        pair = {side: workdir / "pair" / side for side in ("target", "bench")}
+        for side, folder in pair.items():
+            if not (folder / "dump.json").exists():
+                write_statistics_dump(folder, args.entries, perturb=side == "target")
+        target = lay_out(workdir / "target", pair["target"], args.ranks)
+        bench = lay_out(workdir / "bench", pair["bench"], args.ranks)
+        print(f"laid out {args.ranks} ranks x {args.entries} entries per side in {time.perf_counter() - start:.1f} s "
+              f"(disk: one rank's pair, {sum(f.stat().st_size for p in pair.values() for f in p.iterdir()) / 2**20:.0f} MiB)")
+        ranks = list(range(args.ranks if args.full else min(args.sample, args.ranks)))
+        rows = len(ranks) * args.entries * ROWS_PER_ENTRY
+        runs = {}
+        seconds, cpu, one = compare(target, bench, workdir / "out1", ranks)
+        runs["1 process"] = (1, seconds, cpu)
+        seconds, cpu, local = compare(target, bench, workdir / "out2", ranks, "--workers", "2")
+        runs["2 local processes"] = (2, seconds, cpu)
+        from distributed import LocalCluster
+
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+            seconds, cpu, dask = compare(target, bench, workdir / "out3", ranks, "--scheduler",
+                                         cluster.scheduler_address)
+        runs["Dask cluster, 2 workers"] = (2, seconds, None)
+        same = one["first_divergence"] == local["first_divergence"] == dask["first_divergence"] \
+            and one["counts"] == local["counts"] == dask["counts"]
+        print(f"\n== {len(ranks)} ranks x {args.entries} entries = {rows:,} rows; the three summaries agree: {same}")
+        print(f"{'':26s} {'wall s':>8s} {'rows/s':>10s} {'rows/s/worker':>14s} {'speed-up':>9s}")
+        base = runs["1 process"][1]
+        for name, (workers, seconds, _) in runs.items():
+            print(f"{name:26s} {seconds:8.2f} {rows / seconds:10,.0f} {rows / seconds / workers:14,.0f} "
+                  f"{base / seconds:8.2f}x")
+        per_worker = rows / base
+        total_rows = args.ranks * args.entries * ROWS_PER_ENTRY
+        cluster_rate = rows / runs["Dask cluster, 2 workers"][1]
+        print(f"\nper-worker rate (1 process): {per_worker:,.0f} rows/s (target {TARGET_ROWS_PER_SECOND:,})")
+        print(f"the whole job ({args.ranks} ranks, {total_rows:,} rows):")
+        print(f"  on this machine, Dask 2 workers: {total_rows / cluster_rate / 60:7.1f} min "
+              f"(target {TARGET_JOB_SECONDS / 60:.0f} min)")
+        for workers in (8, 32, 128, 512):
+            print(f"  on {workers:3d} workers at the per-worker rate: {total_rows / per_worker / workers / 60:7.1f} min")
+    finally:
+        if not args.workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    main()
