@@ -41,6 +41,7 @@ from probe_core.errors import CompareError, ConfigError, PluginError
 
 if TYPE_CHECKING:  # pragma: no cover
     from probe_core.collect.tensors import TensorOps, TensorSink
+    from probe_core.compare.columnar import StatColumns
     from probe_core.compare.rules import RowResult
     from probe_core.config import ProbeConfig
 
@@ -128,6 +129,12 @@ class DataMode:
         cannot tell (the judge then skips the leaf). By default: 0 where :meth:`differs` finds no
         difference, ``inf`` where it does (a mode without a scale: any difference is a divergence)."""
         return 0.0 if self.differs(row) is None else math.inf
+
+    def discrepancy_columns(self, target: StatColumns, bench: StatColumns) -> Sequence[float] | None:
+        """:meth:`discrepancy` of many rows at once, for the columnar compare (:mod:`probe_core.compare.columnar`):
+        one value per row, equal to what :meth:`discrepancy` gives row by row; ``None`` (the default) when
+        the mode has no such form, and its rows take the row path."""
+        return None
 
     def measures_noise(self) -> bool:
         """Whether this mode has a scale of its own (:meth:`discrepancy` overridden): the noise-aware judge

@@ -29,6 +29,12 @@ and optionally:
     statistics-mode relative errors.
 ``tool_tips: Mapping[str, str]``
     what ``probe graph``'s viewer shows when hovering one of its columns.
+``compare_columns(target: StatColumns, bench: StatColumns) -> Mapping[str, Sequence[Any]]``
+    :meth:`compare` for many rows at once (the columnar compare,
+    :mod:`probe_core.compare.columnar`): each column's values, one per row,
+    equal to what ``compare`` gives row by row. Only when every comparator
+    of the mode has it (and the mode has ``discrepancy_columns``) do plain
+    entries take the columnar path.
 
 Comparators run for the mode of the dumps (their spec's ``mode``), in the
 registry's ``(priority, name)`` order. ``pair.cache`` is shared by the
@@ -84,6 +90,19 @@ class LoadedComparator:
     judge: Callable[[Any], Any] | None = None
     tool_tips: Mapping[str, str] = field(default_factory=dict)
     failed: bool = False
+
+    @property
+    def columnar(self) -> bool:
+        """Whether this comparator computes many rows at once (``compare_columns``)."""
+        return not self.failed and callable(getattr(self.impl, "compare_columns", None))
+
+    def run_columns(self, target: Any, bench: Any) -> Mapping[str, Sequence[Any]] | None:
+        """The comparator's columns for many rows, or ``None`` when it raised (those rows then take the row path,
+        where a failure is reported as usual)."""
+        try:
+            return self.impl.compare_columns(target, bench)
+        except Exception:  # noqa: BLE001 - the row path reports it with the row's name
+            return None
 
     def run(self, pair: LeafPair) -> Mapping[str, Any] | None:
         """The comparator's values for one row (``None`` once it has failed); ProbeErrors pass through."""

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from probe_core.compare import output
+from probe_core.compare.columnar import ColumnarCompare, Plain
 from probe_core.compare.comparator import LeafPair, LoadedComparator, known_modes, load_comparators
 from probe_core.compare.mapping import (NameMap, builtin_map, consistent_check_map, load_api_mapping,
                                        load_cell_mapping, load_data_mapping, load_mapping)
@@ -237,10 +238,17 @@ def render_rows(outcome: EntryOutcome, columns: Sequence[str], percent: frozense
 _WORKER: dict[str, Any] = {}
 
 
-def _finish(npu: DumpEntry | None, bench: DumpEntry | None) -> EntryOutcome:
-    """Compare one entry pair and render its rows; the outcome keeps plain rows, not objects."""
-    outcome = compare_entry(npu, bench, _WORKER["mode"], _WORKER["comparators"], _WORKER["lenient"],
-                            _WORKER["name_map"], _WORKER["postprocess"], _WORKER["rules"])
+def _finish(npu: DumpEntry | None, bench: DumpEntry | None, plain: Plain | None = None) -> EntryOutcome:
+    """Compare one entry pair (``plain``: the columnar path's rows of it) and render its rows; the outcome
+    keeps plain rows, not objects."""
+    if plain is None:
+        outcome = compare_entry(npu, bench, _WORKER["mode"], _WORKER["comparators"], _WORKER["lenient"],
+                                _WORKER["name_map"], _WORKER["postprocess"], _WORKER["rules"])
+    else:
+        rows, errs = plain
+        facts = entry_facts(npu.name, npu.index, npu.parent, PASS, rows, _WORKER["mode"],  # type: ignore[union-attr]
+                            bench_name=bench.name, errs=errs)  # type: ignore[union-attr]
+        outcome = EntryOutcome(npu.name, npu.index, PASS, rows, npu, bench, facts)  # type: ignore[union-attr]
     outcome.rendered = list(render_rows(outcome, _WORKER["columns"], _WORKER["percent"]))
     outcome.row_results = [row.result for row in outcome.rows]
     outcome.rows = []
@@ -249,20 +257,31 @@ def _finish(npu: DumpEntry | None, bench: DumpEntry | None) -> EntryOutcome:
     return outcome
 
 
+def _finish_chunk(pairs: Sequence[tuple[DumpEntry | None, DumpEntry | None]]) -> list[EntryOutcome]:
+    """Compare a chunk of entry pairs: the plain ones as columns, the others row by row."""
+    plain = _WORKER["columnar"].compare(pairs)
+    return [_finish(npu, bench, found) for (npu, bench), found in zip(pairs, plain)]
+
+
 def _compare_chunk(chunk: Sequence[Match]) -> list[EntryOutcome]:
     target: RankDump = _WORKER["target"]
     bench: RankDump = _WORKER["bench"]
-    return [_finish(target.load(m.target) if m.target is not None else None,
-                    bench.load(m.bench) if m.bench is not None else None) for m in chunk]
+    return _finish_chunk([(target.load(m.target) if m.target is not None else None,
+                           bench.load(m.bench) if m.bench is not None else None) for m in chunk])
 
 
 def _stream_outcomes(matcher: Matcher) -> Iterator[EntryOutcome]:
-    """One process: stream the target once, fetch each bench partner by its byte span."""
+    """One process: stream the target once, fetch each bench partner by its byte span, a chunk at a time."""
     target: RankDump = _WORKER["target"]
     bench: RankDump = _WORKER["bench"]
+    chunk: list[tuple[DumpEntry | None, DumpEntry | None]] = []
     for entry in target.entries():
         ref = matcher.match(entry.name)
-        yield _finish(entry, bench.load(ref) if ref is not None else None)
+        chunk.append((entry, bench.load(ref) if ref is not None else None))
+        if len(chunk) >= CHUNK_ENTRIES:
+            yield from _finish_chunk(chunk)
+            chunk = []
+    yield from _finish_chunk(chunk)
     for ref in matcher.unmatched_bench():
         yield _finish(None, bench.load(ref))
 
@@ -423,9 +442,10 @@ def compare_ranks(target: RankDump, bench: RankDump, registry, options: CompareO
     unmatched: dict[str, list[str]] = {"target": [], "bench": []}
     facts: list[EntryFacts] = []
     done = 0
+    postprocess = load_postprocess(options.postprocess) if options.postprocess else None
     _WORKER.update(target=target, bench=bench, mode=mode, comparators=comparators, lenient=options.lenient,
-                   columns=columns, percent=percent, name_map=name_map, rules=options.rules,
-                   postprocess=load_postprocess(options.postprocess) if options.postprocess else None)
+                   columns=columns, percent=percent, name_map=name_map, rules=options.rules, postprocess=postprocess,
+                   columnar=ColumnarCompare(mode, comparators, options.rules, name_map, postprocess))
     spool = output.RowSpool(stem)
     try:
         for outcome in outcomes:

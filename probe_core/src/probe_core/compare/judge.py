@@ -151,8 +151,10 @@ def _stats_key(leaf: Any) -> tuple | None:
 
 
 def entry_facts(name: str, index: int, parent: str | None, result: str, rows: Sequence[RowResult],
-                mode: DataMode, side: str | None = None, bench_name: str | None = None) -> EntryFacts:
-    """The judge's view of one compared entry (``rows`` after the rules ran)."""
+                mode: DataMode, side: str | None = None, bench_name: str | None = None,
+                errs: Sequence[float | None] | None = None) -> EntryFacts:
+    """The judge's view of one compared entry (``rows`` after the rules ran); ``errs``: each row's
+    discrepancy when it is known already (the columnar compare computed it)."""
     facts = EntryFacts(index, name, parent, _kind(name), result, side=side, bench_name=bench_name)
     if side is not None:
         return facts
@@ -166,7 +168,7 @@ def entry_facts(name: str, index: int, parent: str | None, result: str, rows: Se
             continue
         role = row.role
         _note_dtypes(facts, npu.dtype, bench.dtype, role in ("output", "parameters_grad", "debug"))
-        err = mode.discrepancy(row)
+        err = mode.discrepancy(row) if errs is None else errs[pos]
         if err is None:
             continue
         if role in ("parameters", "input"):

@@ -1,0 +1,151 @@
+"""The columnar compare writes what the row-at-a-time path writes, on every test dump.
+
+Each real msprobe dump of tests/fixtures is compared with a copy of itself that has the differences a
+compare must report (a statistic off, a NaN, an int argument changed, another dtype, another shape, an entry
+missing), once with the columnar path and once with it switched off: the CSVs must be byte for byte the same,
+and so must summary.json. A spy checks that the columnar path did take most entries.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import probe_core.compare.engine as engine
+from probe_core.compare.columnar import ColumnarCompare
+from probe_core.compare.engine import CompareOptions, run_compare
+from probe_core.plugins import load_registry
+from tests.compare.dumps import tiny_model_entries, write_dump
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+DUMPS = sorted(p.parent for p in FIXTURES.glob("msprobe_*_stat*/**/dump.json"))
+
+
+class RowPath(ColumnarCompare):
+    """The columnar path switched off: every entry row by row, as before it existed."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.active = False
+
+
+class Spy(ColumnarCompare):
+    taken = 0
+    offered = 0
+
+    def compare(self, pairs):
+        found = super().compare(pairs)
+        Spy.taken += sum(1 for f in found if f is not None)
+        Spy.offered += len(pairs)
+        return found
+
+
+def _leaves(node):
+    if isinstance(node, dict):
+        if isinstance(node.get("type"), str):
+            yield node
+        else:
+            for value in node.values():
+                yield from _leaves(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _leaves(value)
+
+
+def _mutate(dump: dict) -> dict:
+    """A target that differs from ``dump`` in every way a compare reports."""
+    out = copy.deepcopy(dump)
+    names = list(out["data"])
+    del out["data"][names[-1]]  # unmatched on the bench side
+    tensors = [leaf for name in names[:-1] for leaf in _leaves(out["data"][name]) if "Norm" in leaf]
+    scalars = [leaf for name in names[:-1] for leaf in _leaves(out["data"][name])
+               if type(leaf.get("value")) is int]
+    for i, leaf in enumerate(tensors):
+        if i % 7 == 3 and isinstance(leaf["Norm"], float):
+            leaf["Norm"] *= 1.001
+        if i % 7 == 5 and isinstance(leaf["Max"], float):
+            leaf["Max"] *= 0.999
+    tensors[1]["Max"] = float("nan")
+    tensors[2]["dtype"] = "torch.bfloat16"
+    tensors[4]["shape"] = [*tensors[4]["shape"], 1]
+    tensors[5]["Mean"] = None
+    tensors[6]["requires_grad"] = not tensors[6].get("requires_grad")
+    if scalars:
+        scalars[0]["value"] += 1
+    return out
+
+
+def _run(target: Path, bench: Path, out: Path, path: type) -> tuple[str, dict]:
+    old = engine.ColumnarCompare
+    engine.ColumnarCompare = path
+    try:
+        summary = run_compare(CompareOptions(target, bench, out, progress=False, stamp="20260101000000"),
+                              load_registry())
+    finally:
+        engine.ColumnarCompare = old
+    csv = "".join(Path(r["csv"]).read_text() for r in summary["ranks"])
+    return csv, dict(summary, output=None, ranks=[dict(r, csv=None) for r in summary["ranks"]])
+
+
+def _same_both_ways(target: Path, bench: Path, where: Path) -> None:
+    Spy.taken = Spy.offered = 0
+    rows, row_summary = _run(target, bench, where / "rows", RowPath)
+    columns, column_summary = _run(target, bench, where / "columns", Spy)
+    assert columns == rows
+    assert column_summary == row_summary
+    assert Spy.taken >= Spy.offered // 2, (Spy.taken, Spy.offered)
+
+
+@pytest.mark.parametrize("dump", DUMPS, ids=[p.relative_to(FIXTURES).parts[0] for p in DUMPS])
+def test_columnar_and_row_paths_agree_on_msprobe_dumps(tmp_path, dump):
+    bench = tmp_path / "bench" / "rank0"
+    shutil.copytree(dump, bench)
+    target = tmp_path / "target" / "rank0"
+    shutil.copytree(dump, target)
+    data = json.loads((dump / "dump.json").read_text())
+    (target / "dump.json").write_text(json.dumps(_mutate(data), indent=1))
+    _same_both_ways(target, bench, tmp_path)
+
+
+def test_columnar_and_row_paths_agree_on_synthetic_dumps(tmp_path):
+    entries = tiny_model_entries(1.01)
+    nan = [list(e) for e in tiny_model_entries()]
+    relu = nan[2][3][0]
+    nan[2][3] = [np.where(relu > 0, np.inf, np.nan).astype(np.float32)]  # Inf/NaN outputs on one side
+    write_dump(tmp_path / "t" / "rank0", entries + [("Tensor.add.0.forward", None, [1.0, 2], [3.0])])
+    write_dump(tmp_path / "b" / "rank0", [tuple(e) for e in nan] + [("Tensor.add.0.forward", None, [1.0, 3], [3.0])])
+    _same_both_ways(tmp_path / "t", tmp_path / "b", tmp_path)
+    assert len(DUMPS) == 3  # the fixtures above are all there
+
+
+def test_the_statistics_columns_equal_the_row_functions_on_edge_values():
+    from probe_core.compare.columnar import StatColumns
+    from probe_core.dump.leaves import TensorMeta
+    from probe_modes.statistics import (discrepancy_columns, statistics_columns, statistics_metrics,
+                                        stats_discrepancy)
+
+    rng = np.random.default_rng(3)
+    special = [0.0, -0.0, 1.0, -2.5, 3, float("nan"), float("inf"), -float("inf"), 1e-300, 7]
+    rows = []
+    for _ in range(3000):
+        a = [float(v) if rng.random() < 0.5 else special[rng.integers(len(special))] for v in rng.normal(size=4)]
+        b = [v if rng.random() < 0.4 else (v * (1 + rng.normal() * 1e-3) if rng.random() < 0.7
+                                          else special[rng.integers(len(special))]) for v in a]
+        shape = tuple(int(n) for n in rng.integers(0, 5, size=rng.integers(0, 3)))
+        rows.append((TensorMeta("t", "output", "torch.Tensor", "torch.float32", shape, *a, is_tensor=True),
+                     TensorMeta("b", "output", "torch.Tensor", "torch.float32", shape, *b, is_tensor=True)))
+    count = np.array([float(np.prod(b.shape)) for _, b in rows])
+    target = StatColumns(np.array([a.stats for a, _ in rows], dtype=np.float64), count)
+    bench = StatColumns(np.array([b.stats for _, b in rows], dtype=np.float64), count)
+    columns = statistics_columns(target, bench)
+    errs = discrepancy_columns(target, bench)
+    for i, (a, b) in enumerate(rows):
+        expected = statistics_metrics(a, b)
+        got = {name: values[i] for name, values in columns.items()}
+        assert json.dumps(got, sort_keys=True) == json.dumps(expected, sort_keys=True), (a.stats, b.stats)
+        assert json.dumps(errs[i]) == json.dumps(stats_discrepancy(a, b)), (a.stats, b.stats, b.shape)
