@@ -116,11 +116,11 @@ def run_pair(label: str, target: Path, bench: Path, size: int, workdir: Path, ms
              workers: int) -> None:
     probe = str(Path(sys.executable).parent / "probe")
     results, cpu = {}, {}
-    runs = [("probe (csv)", [probe, "compare", "--quiet", "--no-xlsx", target, bench, "-o", workdir / "p1"])]
+    runs = [("probe (csv)", [probe, "compare", "--quiet", target, bench, "-o", workdir / "p1"])]
     if workers > 1:
-        runs.append((f"probe (csv, --workers {workers})", [probe, "compare", "--quiet", "--no-xlsx", "--workers",
+        runs.append((f"probe (csv, --workers {workers})", [probe, "compare", "--quiet", "--workers",
                                                            str(workers), target, bench, "-o", workdir / "p2"]))
-    runs.append(("probe (csv+xlsx)", [probe, "compare", "--quiet", target, bench, "-o", workdir / "p3"]))
+    runs.append(("probe (csv+xlsx)", [probe, "compare", "--quiet", "--xlsx", target, bench, "-o", workdir / "p3"]))
     if msprobe:
         runs.append(("msprobe (csv)", [msprobe, "compare", "-tp", target.parent, "-gp", bench.parent,
                                        "-o", workdir / "m1"]))
