@@ -124,9 +124,8 @@ def test_columnar_and_row_paths_agree_on_synthetic_dumps(tmp_path):
 
 
 def test_the_statistics_columns_equal_the_row_functions_on_edge_values():
-    from probe_core.compare.columnar import StatColumns
     from probe_core.dump.leaves import TensorMeta
-    from probe_modes.statistics import (discrepancy_columns, statistics_columns, statistics_metrics,
+    from probe_modes.statistics import (StatColumns, discrepancy_columns, statistics_columns, statistics_metrics,
                                         stats_discrepancy)
 
     rng = np.random.default_rng(3)
@@ -139,9 +138,7 @@ def test_the_statistics_columns_equal_the_row_functions_on_edge_values():
         shape = tuple(int(n) for n in rng.integers(0, 5, size=rng.integers(0, 3)))
         rows.append((TensorMeta("t", "output", "torch.Tensor", "torch.float32", shape, *a, is_tensor=True),
                      TensorMeta("b", "output", "torch.Tensor", "torch.float32", shape, *b, is_tensor=True)))
-    count = np.array([float(np.prod(b.shape)) for _, b in rows])
-    target = StatColumns(np.array([a.stats for a, _ in rows], dtype=np.float64), count)
-    bench = StatColumns(np.array([b.stats for _, b in rows], dtype=np.float64), count)
+    target, bench = StatColumns.of(rows)
     columns = statistics_columns(target, bench)
     errs = discrepancy_columns(target, bench)
     for i, (a, b) in enumerate(rows):

@@ -41,7 +41,7 @@ from probe_core.errors import CompareError, ConfigError, PluginError
 
 if TYPE_CHECKING:  # pragma: no cover
     from probe_core.collect.tensors import TensorOps, TensorSink
-    from probe_core.compare.columnar import StatColumns
+    from probe_core.dump.leaves import TensorMeta
     from probe_core.compare.rules import RowResult
     from probe_core.config import ProbeConfig
 
@@ -130,10 +130,16 @@ class DataMode:
         difference, ``inf`` where it does (a mode without a scale: any difference is a divergence)."""
         return 0.0 if self.differs(row) is None else math.inf
 
-    def discrepancy_columns(self, target: StatColumns, bench: StatColumns) -> Sequence[float] | None:
-        """:meth:`discrepancy` of many rows at once, for the columnar compare (:mod:`probe_core.compare.columnar`):
-        one value per row, equal to what :meth:`discrepancy` gives row by row; ``None`` (the default) when
-        the mode has no such form, and its rows take the row path."""
+    def columns(self, rows: Sequence[tuple[TensorMeta, TensorMeta]]) -> tuple[Any, Any] | None:
+        """The column form of many compared rows (target leaf, bench leaf), one per side, for the columnar
+        compare (:mod:`probe_core.compare.columnar`), which hands it to :meth:`discrepancy_columns` and to
+        the comparators' ``compare_columns``; ``None`` (the default): the mode has no such form, and its
+        rows take the row path."""
+        return None
+
+    def discrepancy_columns(self, target: Any, bench: Any) -> Sequence[float] | None:
+        """:meth:`discrepancy` of the rows of :meth:`columns`: one value per row, equal to what
+        :meth:`discrepancy` gives row by row (``None``: take the row path)."""
         return None
 
     def measures_noise(self) -> bool:

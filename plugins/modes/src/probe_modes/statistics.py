@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from probe_core import hookimpl
@@ -64,9 +65,34 @@ def statistics_metrics(npu: Any, bench: Any) -> dict[str, Any]:
     return out
 
 
-def statistics_columns(target: Any, bench: Any) -> dict[str, list[float]]:
-    """:func:`statistics_metrics` of many rows at once (:class:`~probe_core.compare.columnar.StatColumns`,
-    statistics that are all numbers): the same values, column by column."""
+@dataclass(frozen=True)
+class StatColumns:
+    """One side of many compared rows, the statistics mode's column form: ``stats`` (rows x 4 float64: Max,
+    Min, Mean, Norm) and ``count`` (each tensor's number of elements, from the bench's shape, float64)."""
+
+    stats: Any
+    count: Any
+
+    @classmethod
+    def of(cls, rows: Sequence[tuple[Any, Any]]) -> tuple[StatColumns, StatColumns]:
+        """(target, bench) columns of rows whose statistics are all numbers."""
+        import numpy as np
+
+        count = np.array([_count(bench.shape) for _, bench in rows], dtype=np.float64)
+        return (cls(np.array([npu.stats for npu, _ in rows], dtype=np.float64), count),
+                cls(np.array([bench.stats for _, bench in rows], dtype=np.float64), count))
+
+
+def _count(shape: Any) -> int:
+    count = 1
+    for size in shape or ():
+        count *= size
+    return count
+
+
+def statistics_columns(target: StatColumns, bench: StatColumns) -> dict[str, list[float]]:
+    """:func:`statistics_metrics` of many rows at once (statistics that are all numbers): the same values,
+    column by column."""
     import numpy as np
 
     a, b = target.stats, bench.stats
@@ -82,7 +108,7 @@ def statistics_columns(target: Any, bench: Any) -> dict[str, list[float]]:
     return out
 
 
-def discrepancy_columns(target: Any, bench: Any) -> list[float]:
+def discrepancy_columns(target: StatColumns, bench: StatColumns) -> list[float]:
     """:func:`stats_discrepancy` of many rows at once (four numeric statistics per row)."""
     import numpy as np
 
@@ -194,9 +220,12 @@ class StatisticsMode(DataMode):
     def discrepancy(self, row: RowResult) -> float | None:
         return stats_discrepancy(row.npu, row.bench)
 
-    def discrepancy_columns(self, target: Any, bench: Any) -> list[float] | None:
+    def columns(self, rows: Sequence[tuple[Any, Any]]) -> tuple[StatColumns, StatColumns] | None:
         if type(self).discrepancy is not StatisticsMode.discrepancy:
             return None  # a mode built on this one measures otherwise: its rows take the row path
+        return StatColumns.of(rows)
+
+    def discrepancy_columns(self, target: StatColumns, bench: StatColumns) -> list[float]:
         return discrepancy_columns(target, bench)
 
     def differs(self, row: RowResult) -> str | None:
@@ -235,7 +264,7 @@ class StatisticsComparator:
     def compare(self, pair: LeafPair) -> dict[str, Any]:
         return statistics_metrics(pair.npu, pair.bench)
 
-    def compare_columns(self, target: Any, bench: Any) -> dict[str, list[float]]:
+    def compare_columns(self, target: StatColumns, bench: StatColumns) -> dict[str, list[float]]:
         return statistics_columns(target, bench)
 
 

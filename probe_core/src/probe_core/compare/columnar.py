@@ -11,13 +11,12 @@ Every other entry (one side only, a scalar, a malformed record, dtypes or shapes
 API) takes the row path, :func:`probe_core.compare.engine.compare_entry`, as does everything when a name
 map, tensor post-processing, ``--rules msprobe`` or a comparator without ``compare_columns`` is in play.
 Both paths give the same rows and facts (``tests/compare/test_columnar.py`` holds them to it on every test
-dump). numpy is imported only when the path is active: a mode that has the columnar form brings it.
+dump). The core holds no arrays itself: the columns are the mode's (the statistics mode brings numpy).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from probe_core.compare.rules import PASS, RowResult, _is_redundant, api_op
@@ -27,15 +26,6 @@ from probe_core.modes import DataMode
 
 #: one plain entry's compared rows and each row's discrepancy
 Plain = tuple[list[RowResult], list[float]]
-
-
-@dataclass(frozen=True)
-class StatColumns:
-    """One side of many compared rows: ``stats`` (rows x 4 float64: Max, Min, Mean, Norm) and ``count`` (each
-    tensor's number of elements, float64)."""
-
-    stats: Any
-    count: Any
 
 
 def _number(value: Any) -> bool:
@@ -81,7 +71,7 @@ class ColumnarCompare:
         self.mode, self.comparators = mode, list(comparators)
         self.active = (name_map is None and postprocess is None and rules == "noise" and mode.measures_noise()
                        and bool(self.comparators) and all(c.columnar and c.judge is None for c in self.comparators)
-                       and type(mode).discrepancy_columns is not DataMode.discrepancy_columns)
+                       and type(mode).columns is not DataMode.columns)
 
     def compare(self, pairs: Sequence[tuple[DumpEntry | None, DumpEntry | None]]) -> list[Plain | None]:
         """For each entry pair, its rows and discrepancies when the entry is plain, else ``None``."""
@@ -110,11 +100,10 @@ class ColumnarCompare:
         return out
 
     def _columns(self, rows: list[tuple[TensorMeta, TensorMeta]]) -> tuple[dict[str, Sequence[Any]], list[float]] | None:
-        import numpy as np
-
-        target = StatColumns(np.array([a.stats for a, _ in rows], dtype=np.float64),
-                             np.array([_count(b.shape) for _, b in rows], dtype=np.float64))
-        bench = StatColumns(np.array([b.stats for _, b in rows], dtype=np.float64), target.count)
+        sides = self.mode.columns(rows)
+        if sides is None:
+            return None
+        target, bench = sides
         columns: dict[str, Sequence[Any]] = {}
         for comparator in self.comparators:
             values = comparator.run_columns(target, bench)
@@ -125,10 +114,3 @@ class ColumnarCompare:
         if errs is None:
             return None
         return columns, list(errs)
-
-
-def _count(shape: tuple[int, ...] | None) -> int:
-    count = 1
-    for size in shape or ():
-        count *= size
-    return count

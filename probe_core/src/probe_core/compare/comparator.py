@@ -29,12 +29,14 @@ and optionally:
     statistics-mode relative errors.
 ``tool_tips: Mapping[str, str]``
     what ``probe graph``'s viewer shows when hovering one of its columns.
-``compare_columns(target: StatColumns, bench: StatColumns) -> Mapping[str, Sequence[Any]]``
+``compare_columns(target, bench) -> Mapping[str, Sequence[Any]]``
     :meth:`compare` for many rows at once (the columnar compare,
-    :mod:`probe_core.compare.columnar`): each column's values, one per row,
-    equal to what ``compare`` gives row by row. Only when every comparator
-    of the mode has it (and the mode has ``discrepancy_columns``) do plain
-    entries take the columnar path.
+    :mod:`probe_core.compare.columnar`), given the data mode's column form
+    of both sides (``DataMode.columns``; the statistics mode's
+    ``StatColumns``): each column's values, one per row, equal to what
+    ``compare`` gives row by row. Only when every comparator of the mode
+    has it (and the mode has a column form) do plain entries take the
+    columnar path.
 
 Comparators run for the mode of the dumps (their spec's ``mode``), in the
 registry's ``(priority, name)`` order. ``pair.cache`` is shared by the
