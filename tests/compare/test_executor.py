@@ -68,3 +68,14 @@ def test_scheduler_with_the_local_executor_is_a_clear_error(tmp_path):
                      "--scheduler", "tcp://127.0.0.1:1")
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert "--scheduler tcp://127.0.0.1:1 sends jobs to a Dask cluster" in done.stderr
+
+
+def test_one_ranks_steps_in_local_processes(tmp_path):
+    """A single rank: --workers shares its steps out, and the answer and files stay the same."""
+    target, bench = _job(tmp_path)
+    alone = _compare(target, bench, tmp_path / "one", "--rank", "2")
+    two = _compare(target, bench, tmp_path / "two", "--rank", "2", "--workers", "2")
+    assert alone["first_divergence"]["step"] == 1 and len(alone["ranks"]) == STEPS
+    assert _comparable(two) == _comparable(alone)
+    for step in range(STEPS):
+        assert result_csv(tmp_path / "two", 2, step).read_text() == result_csv(tmp_path / "one", 2, step).read_text()

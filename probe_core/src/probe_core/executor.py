@@ -1,7 +1,7 @@
 """Where a command's independent jobs run: this machine's processes, or a Dask cluster.
 
-``probe compare``, ``probe graph`` and ``probe acc-check`` split their work into jobs that need nothing of
-each other (a rank's chain of steps, one graph, a share of the APIs). :func:`job_executor` gives them a
+``probe compare`` and ``probe graph`` split their work into jobs that need nothing of each other (a rank's
+chain of steps, one step of a rank, one graph). :func:`job_executor` gives them a
 :class:`concurrent.futures.Executor` to submit those jobs to:
 
 * ``--executor local`` (the default): ``--workers N`` forked processes of this machine (none at 1);

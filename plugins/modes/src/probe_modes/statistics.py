@@ -164,10 +164,7 @@ def stats_discrepancy(npu: Any, bench: Any) -> float | None:
     magnitude = max(abs(a[0]), abs(a[1]), abs(b[0]), abs(b[1]))
     scales = [magnitude, magnitude]
     if len(a) == 4:
-        count = 1
-        for size in bench.shape or ():
-            count *= size
-        scales += [b[3] / math.sqrt(max(count, 1)), b[3]]
+        scales += [b[3] / math.sqrt(max(_count(bench.shape), 1)), b[3]]
     worst = 0.0
     for x, y, scale in zip(a, b, scales):
         if x != y:

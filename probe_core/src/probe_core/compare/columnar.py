@@ -2,10 +2,10 @@
 
 Most entries of a statistics dump are *plain*: both sides hold the same leaves in the same order, every
 leaf a tensor whose four statistics are numbers, with equal dtype, shape and requires_grad strings, or a
-number argument (a dim, an eps) of equal value. The
-rules of every mode (:mod:`probe_core.compare.rules`) pass on such an entry, so what is left is arithmetic:
-each comparator's columns (``compare_columns``) and the data mode's discrepancy (``discrepancy_columns``),
-computed over every row of a chunk in a few numpy calls instead of one Python call per row and metric.
+number argument (a dim, an eps) of equal value. The rules of every mode (:mod:`probe_core.compare.rules`)
+pass on such an entry, so what is left is arithmetic: the data mode turns a chunk's rows into its column
+form (``DataMode.columns``), then each comparator's columns (``compare_columns``) and the mode's discrepancy
+(``discrepancy_columns``) are computed over every row at once, not one Python call per row and metric.
 
 Every other entry (one side only, a scalar, a malformed record, dtypes or shapes that differ, a redundant
 API) takes the row path, :func:`probe_core.compare.engine.compare_entry`, as does everything when a name

@@ -705,14 +705,9 @@ def _job_first(answer: JobAnswer | None,
     return described
 
 
-_RUN: dict[str, Any] = {}
-
-
-def _compare_pair_alone(index: int) -> PendingRank:
-    """One rank pair in a worker process (``--workers`` with several ranks)."""
-    target, bench = _RUN["pairs"][index]
-    options = dataclasses.replace(_RUN["options"], workers=1, progress=False)
-    return compare_ranks(target, bench, _RUN["registry"], options)
+def _pair_job(target: tuple, bench: tuple, ref: RegistryRef, options: CompareOptions) -> PendingRank:
+    """One step of a rank in a worker process (``--workers`` with a single rank's several steps)."""
+    return compare_ranks(RankDump(*target), RankDump(*bench), registry_of(ref), options)
 
 
 def compare_pairs(pairs, registry, options: CompareOptions) -> list[PendingRank]:
@@ -723,16 +718,14 @@ def compare_pairs(pairs, registry, options: CompareOptions) -> list[PendingRank]
     results = []
     with progress:
         if options.workers > 1 and len(pairs) > 1:  # one process per rank pair
-            task = progress.add_task(f"compare {len(pairs)} rank dumps", total=len(pairs))
-            _RUN.update(pairs=pairs, options=options, registry=registry)
-            context = multiprocessing.get_context("fork")
-            try:
-                with ProcessPoolExecutor(max_workers=min(options.workers, len(pairs)), mp_context=context) as pool:
-                    for result in pool.map(_compare_pair_alone, range(len(pairs))):
-                        results.append(result)
-                        progress.advance(task, 1)
-            finally:
-                _RUN.clear()
+            n = len(pairs)
+            task = progress.add_task(f"compare {n} rank dumps", total=n)
+            alone = dataclasses.replace(options, workers=1, progress=False)
+            with job_executor(ExecutorChoice("local", options.workers), n) as executor:
+                for result in run_jobs(executor, _pair_job, [_spec(t) for t, _ in pairs],
+                                       [_spec(b) for _, b in pairs], [registry_ref(registry)] * n, [alone] * n):
+                    results.append(result)
+                    progress.advance(task, 1)
             return results
         for target, bench in pairs:
             task = progress.add_task(f"compare {_label(target)}", total=None)
