@@ -1,11 +1,18 @@
 """The columnar compare: the plain entries of a chunk compared at once, as arrays.
 
 Most entries of a statistics dump are *plain*: both sides hold the same leaves in the same order, every
-leaf a tensor whose four statistics are numbers, with equal dtype, shape and requires_grad strings, or a
-number argument (a dim, an eps) of equal value. The rules of every mode (:mod:`probe_core.compare.rules`)
-pass on such an entry, so what is left is arithmetic: the data mode turns a chunk's rows into its column
-form (``DataMode.columns``), then each comparator's columns (``compare_columns``) and the mode's discrepancy
+leaf a tensor whose four statistics are numbers, with equal dtype, shape and requires_grad, or a number
+argument (a dim, an eps) of equal value. The rules of every mode (:mod:`probe_core.compare.rules`) pass on
+such an entry, so what is left is arithmetic: the data mode turns a chunk's rows into its column form
+(``DataMode.columns``), then each comparator's columns (``compare_columns``) and the mode's discrepancy
 (``discrepancy_columns``) are computed over every row at once, not one Python call per row and metric.
+
+Each entry is read into a *compact form* as it is decoded: its **signature** (per leaf: name suffix, role,
+type, dtype, shape, requires_grad, and an argument's value), interned so that the many entries alike share
+one tuple, and its statistics, four numbers per leaf. An entry that does not fit (a leaf with a data file,
+a statistic that is no number, a null, ...) has none. The bench keeps its compact forms from the pass that
+indexes it (:meth:`ColumnarCompare.index`), so a plain entry's bench side is decoded once, not again by its
+byte span; two entries are plain together when their signatures are the same object.
 
 Every other entry (one side only, a scalar, a malformed record, dtypes or shapes that differ, a redundant
 API) takes the row path, :func:`probe_core.compare.engine.compare_entry`, as does everything when a name
@@ -20,47 +27,121 @@ from collections.abc import Sequence
 from typing import Any
 
 from probe_core.compare.rules import PASS, RowResult, _is_redundant, api_op
-from probe_core.dump import DumpEntry
-from probe_core.dump.leaves import TensorMeta
+from probe_core.dump import DumpEntry, RankDump
+from probe_core.dump.leaves import SECTIONS, TensorMeta
+from probe_core.dump.reader import EntryRef
 from probe_core.modes import DataMode
 
 #: one plain entry's compared rows and each row's discrepancy
 Plain = tuple[list[RowResult], list[float]]
+#: an entry's compact form: (interned signature, its statistics: four numbers per leaf)
+Form = tuple[tuple, tuple]
+MAX_FORM_DEPTH = 16  # deeper nesting takes the row path (leaves_of walks up to 64 levels)
 
 
-def _number(value: Any) -> bool:
-    kind = type(value)
-    return kind is float or kind is int  # bool is not a statistic here: its rows take the row path
+class Forms:
+    """Reads entries into compact forms; one per compare, so that equal signatures are one object."""
 
+    def __init__(self) -> None:
+        self.signatures: dict[tuple, tuple] = {}
+        self.plain: set[int] = set()  # ids of the signatures a plain entry can have (leaves, unique names)
 
-def plain_leaves(npu: DumpEntry | None, bench: DumpEntry | None) -> list[tuple[TensorMeta, TensorMeta]] | None:
-    """The leaf pairs of a plain entry, or ``None`` when the entry is not plain (see the module's docstring)."""
-    if npu is None or bench is None or _is_redundant(api_op(npu.name)):
-        return None
-    ours, theirs = npu.leaves(), bench.leaves()
-    if not ours or len(ours) != len(theirs):
-        return None
-    cut_n, cut_b = len(npu.name), len(bench.name)
-    suffixes = set()
-    for a, b in zip(ours, theirs):
-        suffix = a.name[cut_n:]
-        if suffix != b.name[cut_b:] or suffix in suffixes or not _plain(a, b):
+    def __call__(self, name: str, data: Any) -> Form | None:
+        """The compact form of entry ``name`` (its dump.json value ``data``), ``None`` when it has none."""
+        if type(data) is not dict or name.endswith(".debug"):
             return None
-        suffixes.add(suffix)
-    return list(zip(ours, theirs))
+        descs: list[tuple] = []
+        stats: list[Any] = []
+        if ".parameters_grad" in name and not any(key in data for key, _, _ in SECTIONS):
+            if not _walk(data, "", "parameters_grad", False, 0, descs, stats):
+                return None
+        else:
+            for key, role, suffix in SECTIONS:
+                if key in data and not _walk(data[key], suffix, role, True, 0, descs, stats):
+                    return None
+        found = tuple(descs)
+        signature = self.signatures.get(found)
+        if signature is None:
+            signature = self.signatures[found] = found
+            if found and len({desc[0] for desc in found}) == len(found):
+                self.plain.add(id(signature))
+        return signature, tuple(stats)
 
 
-def _plain(a: TensorMeta, b: TensorMeta) -> bool:
-    """Two tensors with numeric statistics and equal dtype, shape and requires_grad, or two equal numbers."""
-    if a.problem is not None or b.problem is not None or a.dtype != b.dtype or a.requires_grad != b.requires_grad:
+def _walk(node: Any, suffix: str, role: str, index_lists: bool, depth: int, descs: list, stats: list) -> bool:
+    """:func:`probe_core.dump.leaves.leaves_of`'s walk, for the leaves a compact form holds; False on any
+    other (a null, a bare value, deep nesting)."""
+    if depth > MAX_FORM_DEPTH:
         return False
-    if a.is_tensor and b.is_tensor:
-        return (a.shape == b.shape and a.dtype is not None and _number(a.max) and _number(a.min)
-                and _number(a.mean) and _number(a.norm) and _number(b.max) and _number(b.min)
-                and _number(b.mean) and _number(b.norm))
-    # an argument such as a dim or an eps: the rules pass equal values, the statistics mirror the value
-    return not a.is_tensor and not b.is_tensor and _number(a.value) and type(a.value) is type(b.value) \
-        and a.value == b.value
+    kind = type(node)
+    if kind is list:
+        for i, item in enumerate(node):
+            child = f"{suffix}.{i}" if index_lists else suffix
+            if type(item) is dict:
+                leaf_type = item.get("type")
+                if type(leaf_type) is str:  # the common case, without recursion
+                    if not _leaf(item, leaf_type, child, role, descs, stats):
+                        return False
+                    continue
+            if not _walk(item, child, role, index_lists, depth + 1, descs, stats):
+                return False
+        return True
+    if kind is not dict:
+        return False
+    leaf_type = node.get("type")
+    if type(leaf_type) is str:
+        return _leaf(node, leaf_type, suffix, role, descs, stats)
+    for key, item in node.items():
+        if not _walk(item, f"{suffix}.{key}", role, index_lists, depth + 1, descs, stats):
+            return False
+    return True
+
+
+def _leaf(node: dict, leaf_type: str, suffix: str, role: str, descs: list, stats: list) -> bool:
+    """One leaf as :func:`probe_core.dump.leaves._leaf` reads it, when it is sound and all numbers (a bool is
+    no statistic here: its rows take the row path)."""
+    grad = node.get("requires_grad")
+    if "data_name" in node or (grad is not None and grad.__class__ is not bool):
+        return False
+    get = node.get
+    if "Tensor" in leaf_type or ("dtype" in node and "shape" in node and "value" not in node):
+        dtype, shape = get("dtype"), get("shape")
+        values = (get("Max"), get("Min"), get("Mean"), get("Norm"))
+        if dtype.__class__ is not str or shape.__class__ is not list:
+            return False
+        for value in values:
+            kind = value.__class__
+            if kind is not float and kind is not int:
+                return False
+        for size in shape:
+            if size.__class__ is not int or size < 0:
+                return False
+        descs.append((suffix, role, leaf_type, dtype, tuple(shape), grad, None))
+        stats.extend(values)
+        return True
+    value = get("value")
+    kind = value.__class__
+    if (kind is not float and kind is not int) or value != value:  # NaN: never equal, the row path says so
+        return False
+    descs.append((suffix, role, leaf_type, leaf_type, (), grad, (kind, value)))
+    stats.extend((value, value, value, value))
+    return True
+
+
+def _leaves(name: str, form: Form) -> list[TensorMeta]:
+    """The :class:`TensorMeta` leaves of a compact form (as :meth:`DumpEntry.leaves` gives them)."""
+    signature, stats = form
+    out = []
+    for i, (suffix, role, leaf_type, dtype, shape, grad, argument) in enumerate(signature):
+        at = 4 * i
+        if argument is None:
+            out.append(TensorMeta(name + suffix, role, leaf_type, dtype, shape, stats[at], stats[at + 1],
+                                  stats[at + 2], stats[at + 3], grad, None, None, None, True))
+        else:
+            value = stats[at]
+            out.append(TensorMeta(name + suffix, role, leaf_type, dtype, shape, value, value, value, value, grad,
+                                  None, None, value, False))
+    return out
 
 
 class ColumnarCompare:
@@ -68,16 +149,34 @@ class ColumnarCompare:
 
     def __init__(self, mode: DataMode, comparators: Sequence[Any], rules: str, name_map: Any = None,
                  postprocess: Any = None) -> None:
-        self.mode, self.comparators = mode, list(comparators)
+        self.mode, self.comparators, self.postprocess = mode, list(comparators), postprocess
         self.active = (name_map is None and postprocess is None and rules == "noise" and mode.measures_noise()
                        and bool(self.comparators) and all(c.columnar and c.judge is None for c in self.comparators)
                        and type(mode).columns is not DataMode.columns)
+        self.forms = Forms()
+        self.bench_forms: list[Form | None] = []
 
-    def compare(self, pairs: Sequence[tuple[DumpEntry | None, DumpEntry | None]]) -> list[Plain | None]:
-        """For each entry pair, its rows and discrepancies when the entry is plain, else ``None``."""
+    def index(self, bench: RankDump) -> list[EntryRef]:
+        """The bench's index; when the path is active, with each entry's compact form from the same pass."""
+        if not self.active:
+            return bench.index()
+        refs, self.bench_forms = bench.index_with(self.forms)
+        return refs
+
+    def compare(self, pairs: Sequence[tuple[DumpEntry | None, EntryRef | None]]) -> list[Plain | None]:
+        """For each (target entry, bench ref), its rows and discrepancies when the entry is plain, else
+        ``None`` (the row path then loads the bench entry)."""
         if not self.active:
             return [None] * len(pairs)
-        leaves = [plain_leaves(npu, bench) for npu, bench in pairs]
+        leaves: list[list[tuple[TensorMeta, TensorMeta]] | None] = []
+        for npu, ref in pairs:
+            theirs = self.bench_forms[ref.index] if npu is not None and ref is not None else None
+            ours = self.forms(npu.name, npu.data) if theirs is not None else None  # type: ignore[union-attr]
+            if ours is None or ours[0] is not theirs[0] or id(ours[0]) not in self.forms.plain \
+                    or _is_redundant(api_op(npu.name)):  # type: ignore[union-attr]
+                leaves.append(None)
+                continue
+            leaves.append(list(zip(_leaves(npu.name, ours), _leaves(ref.name, theirs))))  # type: ignore[union-attr]
         rows = [pair for found in leaves if found is not None for pair in found]
         if not rows:
             return [None] * len(pairs)

@@ -32,6 +32,7 @@ from probe_core.compare.match import Match, Matcher, match_entries
 from probe_core.compare.rules import ERROR, PASS, UNMATCHED, WARNING, RowResult, judge_entry, worst
 from probe_core.compare.verdicts import JobAnswer, StepFacts, first_of_job, judge_job
 from probe_core.dump import DumpEntry, RankDump, TensorMeta, discover
+from probe_core.dump.reader import EntryRef
 from probe_core.dump.order import is_communication
 from probe_core.errors import CompareError, DumpError, ProbeError
 from probe_core.executor import ExecutorChoice, RegistryRef, job_executor, registry_of, registry_ref, run_jobs
@@ -238,17 +239,17 @@ def render_rows(outcome: EntryOutcome, columns: Sequence[str], percent: frozense
 _WORKER: dict[str, Any] = {}
 
 
-def _finish(npu: DumpEntry | None, bench: DumpEntry | None, plain: Plain | None = None) -> EntryOutcome:
-    """Compare one entry pair (``plain``: the columnar path's rows of it) and render its rows; the outcome
-    keeps plain rows, not objects."""
+def _finish(npu: DumpEntry | None, bench: DumpEntry | EntryRef | None, plain: Plain | None = None) -> EntryOutcome:
+    """Compare one entry pair (``plain``: the columnar path's rows of it, ``bench`` then its ref) and render
+    its rows; the outcome keeps plain rows, not objects."""
     if plain is None:
-        outcome = compare_entry(npu, bench, _WORKER["mode"], _WORKER["comparators"], _WORKER["lenient"],
+        outcome = compare_entry(npu, bench, _WORKER["mode"], _WORKER["comparators"], _WORKER["lenient"],  # type: ignore[arg-type]
                                 _WORKER["name_map"], _WORKER["postprocess"], _WORKER["rules"])
     else:
         rows, errs = plain
         facts = entry_facts(npu.name, npu.index, npu.parent, PASS, rows, _WORKER["mode"],  # type: ignore[union-attr]
                             bench_name=bench.name, errs=errs)  # type: ignore[union-attr]
-        outcome = EntryOutcome(npu.name, npu.index, PASS, rows, npu, bench, facts)  # type: ignore[union-attr]
+        outcome = EntryOutcome(npu.name, npu.index, PASS, rows, npu, None, facts)  # type: ignore[union-attr]
     outcome.rendered = list(render_rows(outcome, _WORKER["columns"], _WORKER["percent"]))
     outcome.row_results = [row.result for row in outcome.rows]
     outcome.rows = []
@@ -257,27 +258,27 @@ def _finish(npu: DumpEntry | None, bench: DumpEntry | None, plain: Plain | None 
     return outcome
 
 
-def _finish_chunk(pairs: Sequence[tuple[DumpEntry | None, DumpEntry | None]]) -> list[EntryOutcome]:
-    """Compare a chunk of entry pairs: the plain ones as columns, the others row by row."""
+def _finish_chunk(pairs: Sequence[tuple[DumpEntry | None, EntryRef | None]]) -> list[EntryOutcome]:
+    """Compare a chunk of (target entry, bench ref) pairs: the plain ones as columns, the others row by row
+    (their bench entry loaded by its span)."""
+    bench: RankDump = _WORKER["bench"]
     plain = _WORKER["columnar"].compare(pairs)
-    return [_finish(npu, bench, found) for (npu, bench), found in zip(pairs, plain)]
+    return [_finish(npu, ref, found) if found is not None else
+            _finish(npu, bench.load(ref) if ref is not None else None) for (npu, ref), found in zip(pairs, plain)]
 
 
 def _compare_chunk(chunk: Sequence[Match]) -> list[EntryOutcome]:
     target: RankDump = _WORKER["target"]
-    bench: RankDump = _WORKER["bench"]
-    return _finish_chunk([(target.load(m.target) if m.target is not None else None,
-                           bench.load(m.bench) if m.bench is not None else None) for m in chunk])
+    return _finish_chunk([(target.load(m.target) if m.target is not None else None, m.bench) for m in chunk])
 
 
 def _stream_outcomes(matcher: Matcher) -> Iterator[EntryOutcome]:
-    """One process: stream the target once, fetch each bench partner by its byte span, a chunk at a time."""
+    """One process: stream the target once, a chunk at a time, with each entry's bench partner's ref."""
     target: RankDump = _WORKER["target"]
     bench: RankDump = _WORKER["bench"]
-    chunk: list[tuple[DumpEntry | None, DumpEntry | None]] = []
+    chunk: list[tuple[DumpEntry | None, EntryRef | None]] = []
     for entry in target.entries():
-        ref = matcher.match(entry.name)
-        chunk.append((entry, bench.load(ref) if ref is not None else None))
+        chunk.append((entry, matcher.match(entry.name)))
         if len(chunk) >= CHUNK_ENTRIES:
             yield from _finish_chunk(chunk)
             chunk = []
@@ -421,7 +422,9 @@ def compare_ranks(target: RankDump, bench: RankDump, registry, options: CompareO
     if not comparators:
         raise CompareError(f"no comparator for {mode.name} dumps is installed (comparators for: "
                            f"{', '.join(known_modes(registry)) or 'none'}); install or enable the plugin of the {mode.name} mode")
-    bench_refs = bench.index()
+    columnar = ColumnarCompare(mode, comparators, options.rules, name_map,
+                               load_postprocess(options.postprocess) if options.postprocess else None)
+    bench_refs = columnar.index(bench)
     if options.workers > 1:
         matches = match_entries(target.index(), bench_refs, target_parents=target.construct,
                                 bench_parents=bench.construct, fuzzy=options.fuzzy, name_map=name_map)
@@ -442,10 +445,9 @@ def compare_ranks(target: RankDump, bench: RankDump, registry, options: CompareO
     unmatched: dict[str, list[str]] = {"target": [], "bench": []}
     facts: list[EntryFacts] = []
     done = 0
-    postprocess = load_postprocess(options.postprocess) if options.postprocess else None
     _WORKER.update(target=target, bench=bench, mode=mode, comparators=comparators, lenient=options.lenient,
-                   columns=columns, percent=percent, name_map=name_map, rules=options.rules, postprocess=postprocess,
-                   columnar=ColumnarCompare(mode, comparators, options.rules, name_map, postprocess))
+                   columns=columns, percent=percent, name_map=name_map, rules=options.rules,
+                   postprocess=columnar.postprocess, columnar=columnar)
     spool = output.RowSpool(stem)
     try:
         for outcome in outcomes:

@@ -17,16 +17,18 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 CHUNK = 1 << 22  # 4 MiB per read
 MAX_DEPTH = 200  # deepest nesting the small-file readers accept (probe and msprobe files nest < 20)
 _WHITESPACE = " \t\n\r"
 _decoder = json.JSONDecoder()
+_KEY = re.compile(r'[ \t\n\r]*"([^"\\\x00-\x1f]*)"[ \t\n\r]*:[ \t\n\r]*')  # a key without escapes, and ':'
+_SEPARATOR = re.compile(r"[ \t\n\r]*([,}])")
 
 
 class JsonStreamError(ValueError):
@@ -38,8 +40,7 @@ class JsonStreamError(ValueError):
         super().__init__(f"{message}: {where} (byte {offset})")
 
 
-@dataclass(frozen=True)
-class Member:
+class Member(NamedTuple):
     """One member of the nested object: its key, decoded value and byte span ``[start, end)``."""
 
     key: str
@@ -201,13 +202,23 @@ def _members(cur: _Cursor) -> Iterator[Member]:
         cur.pos += 1
         return
     while True:
-        key = cur.key()
-        cur.expect(":", "':' after a key")
-        cur.peek()
+        found = _KEY.match(cur.text, cur.pos)  # the common case in one regex call: a plain key within the window
+        if found is not None and found.end() < len(cur.text):
+            key, cur.pos = found.group(1), found.end()
+        else:  # an escaped key, or one the window cuts: token by token, reading on
+            key = cur.key()
+            cur.expect(":", "':' after a key")
+            cur.peek()
         start = cur.byte_at(cur.pos)
         value = cur.value()
         yield Member(key, value, start, cur.byte_at(cur.pos))
-        if cur.expect(",}", "',' or '}' after an entry") == "}":
+        found = _SEPARATOR.match(cur.text, cur.pos)
+        if found is not None:
+            cur.pos = found.end()
+            separator = found.group(1)
+        else:
+            separator = cur.expect(",}", "',' or '}' after an entry")
+        if separator == "}":
             return
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -255,6 +255,16 @@ class RankDump:
     def index(self, lenient: bool | None = None) -> list[EntryRef]:
         """Names and byte spans of every entry, in execution order (one pass, values dropped)."""
         return [EntryRef(m.key, i, m.start, m.end) for i, m in enumerate(self._members(lenient))]
+
+    def index_with(self, keep: Callable[[str, Any], Any],
+                   lenient: bool | None = None) -> tuple[list[EntryRef], list[Any]]:
+        """:meth:`index`, and ``keep(name, value)`` of each entry from the same pass (what a reader wants to
+        hold of an entry without decoding it again, e.g. the columnar compare's compact form)."""
+        refs, kept = [], []
+        for i, m in enumerate(self._members(lenient)):
+            refs.append(EntryRef(m.key, i, m.start, m.end))
+            kept.append(keep(m.key, m.value))
+        return refs, kept
 
     def load(self, ref: EntryRef) -> DumpEntry:
         """Read one entry back from its :class:`EntryRef` (random access; keeps the file open)."""
