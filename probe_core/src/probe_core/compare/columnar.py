@@ -132,15 +132,16 @@ def _leaves(name: str, form: Form) -> list[TensorMeta]:
     """The :class:`TensorMeta` leaves of a compact form (as :meth:`DumpEntry.leaves` gives them)."""
     signature, stats = form
     out = []
+    make = tuple.__new__  # TensorMeta's own __new__ is a Python call per leaf
     for i, (suffix, role, leaf_type, dtype, shape, grad, argument) in enumerate(signature):
         at = 4 * i
         if argument is None:
-            out.append(TensorMeta(name + suffix, role, leaf_type, dtype, shape, stats[at], stats[at + 1],
-                                  stats[at + 2], stats[at + 3], grad, None, None, None, True))
+            out.append(make(TensorMeta, (name + suffix, role, leaf_type, dtype, shape, *stats[at:at + 4], grad, None,
+                                         None, None, True, None)))
         else:
             value = stats[at]
-            out.append(TensorMeta(name + suffix, role, leaf_type, dtype, shape, value, value, value, value, grad,
-                                  None, None, value, False))
+            out.append(make(TensorMeta, (name + suffix, role, leaf_type, dtype, shape, value, value, value, value,
+                                         grad, None, None, value, False, None)))
     return out
 
 

@@ -198,38 +198,51 @@ def _layout(columns: tuple[str, ...]) -> tuple[tuple[str, ...], bool, bool, tupl
             columns[tail + has_data_name:])
 
 
+@lru_cache(maxsize=8)
+def _metric_plan(metric_cols: tuple[str, ...], percent: frozenset[str]) -> tuple[tuple[str, bool], ...]:
+    return tuple((col, col in percent) for col in metric_cols)
+
+
+@lru_cache(maxsize=4096)
+def _shape_text(shape: tuple[int, ...]) -> str:
+    return str(list(shape))
+
+
 def render_rows(outcome: EntryOutcome, columns: Sequence[str], percent: frozenset[str]) -> Iterator[list[Any]]:
     """The CSV/XLSX rows of one entry, values in ``columns`` order (``N/A`` for missing values)."""
     metric_cols, has_stats, has_data_name, extra_cols = _layout(tuple(columns))
+    plan = _metric_plan(metric_cols, percent)
     stack_entry = outcome.npu_entry or outcome.bench_entry
     stack = str(list(stack_entry.stack)) if stack_entry is not None and stack_entry.stack else None
     na = output.NA
+    no_stats = (None,) * 4
     for i, row in enumerate(outcome.rows):
         npu, bench, metrics = row.npu, row.bench, row.metrics
-        n_grad = npu.requires_grad if npu is not None else None
-        b_grad = bench.requires_grad if bench is not None else None
-        values = [
-            npu.name if npu is not None else None, bench.name if bench is not None else None,
-            npu.dtype if npu is not None else None, bench.dtype if bench is not None else None,
-            str(list(npu.shape)) if npu is not None and npu.shape is not None else None,
-            str(list(bench.shape)) if bench is not None and bench.shape is not None else None,
-            n_grad, b_grad,
-        ]
-        for col in metric_cols:
-            value = metrics.get(col)
-            if col in percent and type(value) is float:
+        if npu is not None:
+            values = [npu.name, None, npu.dtype, None, None if npu.shape is None else _shape_text(npu.shape), None,
+                      npu.requires_grad, None]
+        else:
+            values = [None] * 8
+        if bench is not None:
+            values[1], values[3], values[7] = bench.name, bench.dtype, bench.requires_grad
+            values[5] = None if bench.shape is None else _shape_text(bench.shape)
+        get = metrics.get
+        for col, is_percent in plan:
+            value = get(col)
+            if is_percent and value.__class__ is float:
                 value = "0%" if value == 0.0 else output.format_value(value, True)
             values.append(value)
         if has_stats:
-            values += npu.stats if npu is not None else (None,) * 4
-            values += bench.stats if bench is not None else (None,) * 4
+            values += npu.stats if npu is not None else no_stats
+            values += bench.stats if bench is not None else no_stats
+        n_grad, b_grad = values[6], values[7]
         values += (None if n_grad is None or b_grad is None else n_grad == b_grad, row.result,
                    row.err_message or None, stack if i == 0 else None)
         if has_data_name:
             names = [leaf.data_name if leaf is not None else None for leaf in (npu, bench)]
             values.append(str([n or "-1" for n in names]))
         for col in extra_cols:
-            value = metrics.get(col)
+            value = get(col)
             values.append(output.format_value(value, True) if col in percent and type(value) is float else value)
         yield [na if v is None else v for v in values]
 
@@ -497,8 +510,7 @@ def write_rank(pending: PendingRank, options: CompareOptions) -> RankResult:
             counts[entry_result] += 1
             if options.tensor_log:  # after the job's verdicts, so the log says what the CSV says
                 output.log_outcome(names.get(index, f"entry {index}"), entry_result, rows, pending.columns)
-            for row in rows:
-                writer.write(row)
+            writer.write_rows(rows)
     finally:
         writer.close()
         pending.spool.unlink(missing_ok=True)

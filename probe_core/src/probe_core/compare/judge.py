@@ -52,6 +52,7 @@ first divergent node), so both name the same entry.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -84,7 +85,14 @@ REFERENCE_LOSS = 4.0
 
 def roundoff(dtype: Any) -> float:
     """The unit roundoff of ``dtype`` (0 for integers, booleans and unknown dtypes)."""
+    if type(dtype) is str:
+        return _roundoff(dtype)
     return ROUNDOFF.get(normalize_dtype(dtype), 0.0) if dtype is not None else 0.0
+
+
+@lru_cache(maxsize=512)
+def _roundoff(dtype: str) -> float:
+    return ROUNDOFF.get(normalize_dtype(dtype), 0.0)
 
 
 @dataclass(slots=True)

@@ -75,22 +75,35 @@ def format_value(value: Any, percent: bool = False) -> Any:
 
 
 class RowSpool:
-    """Rows of a rank pair waiting for the job's verdicts: pickled per entry to a private file beside the
-    results, read back once by :func:`probe_core.compare.engine.write_rank`, then removed. probe reads only
-    the spools it wrote itself in this run."""
+    """Rows of a rank pair waiting for the job's verdicts: pickled a batch of entries at a time to a private
+    file beside the results, read back once by :func:`probe_core.compare.engine.write_rank`, then removed.
+    probe reads only the spools it wrote itself in this run."""
+
+    BATCH = 256  # entries per pickle
 
     def __init__(self, stem: Path) -> None:
         handle, name = tempfile.mkstemp(prefix=f".{stem.name}.", suffix=".rows", dir=stem.parent)
         self.path = Path(name)
         self._file = os.fdopen(handle, "wb")
+        self._batch: list[tuple[int, list[list[Any]]]] = []
 
     def add(self, key: int, rows: list[list[Any]]) -> None:
-        pickle.dump((key, rows), self._file, protocol=pickle.HIGHEST_PROTOCOL)  # one pickle per entry
+        self._batch.append((key, rows))
+        if len(self._batch) >= self.BATCH:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._batch:
+            pickle.dump(self._batch, self._file, protocol=pickle.HIGHEST_PROTOCOL)
+            self._batch = []
 
     def close(self) -> None:
-        self._file.close()
+        if not self._file.closed:
+            self._flush()
+            self._file.close()
 
     def discard(self) -> None:
+        self._batch = []
         self.close()
         self.path.unlink(missing_ok=True)
 
@@ -99,7 +112,7 @@ class RowSpool:
         with open(path, "rb") as file:
             while True:
                 try:
-                    yield pickle.load(file)  # noqa: S301 - the spool this run wrote, in a private temp file
+                    yield from pickle.load(file)  # noqa: S301 - the spool this run wrote, in a private temp file
                 except EOFError:
                     return
 
@@ -121,6 +134,12 @@ class RowWriter:
         self._csv.writerow(row)
         if self._book is not None:
             self._book.write(row, row[self.result_at])
+
+    def write_rows(self, rows: Sequence[list[Any]]) -> None:
+        self._csv.writerows(rows)
+        if self._book is not None:
+            for row in rows:
+                self._book.write(row, row[self.result_at])
 
     def close(self) -> None:
         self._csv_file.close()

@@ -91,7 +91,6 @@ def _is_redundant(op: str) -> bool:
     return op in REDUNDANT_APIS or op.strip("_") in REDUNDANT_APIS  # Tensor.__setitem__ -> setitem
 
 
-@lru_cache(maxsize=1024)
 @lru_cache(maxsize=1024)  # a handful of dtype strings, asked for on every leaf
 def normalize_dtype(dtype: Any) -> str:
     """``torch.float32``, ``Float32``, ``mindspore.float32``, ``float32`` -> ``float32``."""
