@@ -38,10 +38,10 @@ class Spy(ColumnarCompare):
     taken = 0
     offered = 0
 
-    def compare(self, pairs):
-        found = super().compare(pairs)
+    def _plain(self, leaves):
+        found = super()._plain(leaves)
         Spy.taken += sum(1 for f in found if f is not None)
-        Spy.offered += len(pairs)
+        Spy.offered += len(leaves)
         return found
 
 
@@ -110,6 +110,40 @@ def test_columnar_and_row_paths_agree_on_msprobe_dumps(tmp_path, dump):
     data = json.loads((dump / "dump.json").read_text())
     (target / "dump.json").write_text(json.dumps(_mutate(data), indent=1))
     _same_both_ways(target, bench, tmp_path)
+
+
+def _graph_rows(target: Path, bench: Path, out: Path, path: type) -> list:
+    import sqlite3
+
+    import probe_core.graph.precision as precision
+    from probe_core.cli import main
+
+    old = precision.ColumnarCompare
+    precision.ColumnarCompare = path
+    try:
+        assert main(["graph", "-tp", str(target), "-gp", str(bench), "-o", str(out)]) == 0
+    finally:
+        precision.ColumnarCompare = old
+    (db,) = out.glob("*.vis.db")
+    conn = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)
+    try:
+        return conn.execute("SELECT * FROM tb_nodes ORDER BY id").fetchall()
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("dump", DUMPS, ids=[p.relative_to(FIXTURES).parts[0] for p in DUMPS])
+def test_the_graph_writes_the_same_nodes_on_both_paths(tmp_path, dump):
+    bench = tmp_path / "bench" / "rank0"
+    shutil.copytree(dump, bench)
+    target = tmp_path / "target" / "rank0"
+    shutil.copytree(dump, target)
+    (target / "dump.json").write_text(json.dumps(_mutate(json.loads((dump / "dump.json").read_text())), indent=1))
+    Spy.taken = Spy.offered = 0
+    rows = _graph_rows(target, bench, tmp_path / "rows", RowPath)
+    columns = _graph_rows(target, bench, tmp_path / "columns", Spy)
+    assert columns == rows
+    assert Spy.taken >= Spy.offered // 2, (Spy.taken, Spy.offered)
 
 
 def test_columnar_and_row_paths_agree_on_synthetic_dumps(tmp_path):

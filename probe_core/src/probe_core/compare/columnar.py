@@ -169,21 +169,37 @@ class ColumnarCompare:
         ``None`` (the row path then loads the bench entry)."""
         if not self.active:
             return [None] * len(pairs)
-        leaves: list[list[tuple[TensorMeta, TensorMeta]] | None] = []
+        found = []
         for npu, ref in pairs:
             theirs = self.bench_forms[ref.index] if npu is not None and ref is not None else None
-            ours = self.forms(npu.name, npu.data) if theirs is not None else None  # type: ignore[union-attr]
-            if ours is None or ours[0] is not theirs[0] or id(ours[0]) not in self.forms.plain \
-                    or _is_redundant(api_op(npu.name)):  # type: ignore[union-attr]
-                leaves.append(None)
-                continue
-            leaves.append(list(zip(_leaves(npu.name, ours), _leaves(ref.name, theirs))))  # type: ignore[union-attr]
+            found.append(self._leaf_pairs(npu, ref.name, theirs) if theirs is not None else None)  # type: ignore
+        return self._plain(found)
+
+    def compare_entries(self, pairs: Sequence[tuple[DumpEntry, DumpEntry]]) -> list[Plain | None]:
+        """:meth:`compare` for entries both read already (``probe graph``'s nodes)."""
+        if not self.active:
+            return [None] * len(pairs)
+        found = []
+        for npu, bench in pairs:
+            theirs = self.forms(bench.name, bench.data)
+            found.append(self._leaf_pairs(npu, bench.name, theirs) if theirs is not None else None)
+        return self._plain(found)
+
+    def _leaf_pairs(self, npu: DumpEntry, bench_name: str, theirs: Form) -> list[tuple[TensorMeta, TensorMeta]] | None:
+        """The leaf pairs of a plain entry (``theirs``: its bench's form), ``None`` when it is not plain."""
+        ours = self.forms(npu.name, npu.data)
+        if ours is None or ours[0] is not theirs[0] or id(ours[0]) not in self.forms.plain \
+                or _is_redundant(api_op(npu.name)):
+            return None
+        return list(zip(_leaves(npu.name, ours), _leaves(bench_name, theirs)))
+
+    def _plain(self, leaves: list[list[tuple[TensorMeta, TensorMeta]] | None]) -> list[Plain | None]:
         rows = [pair for found in leaves if found is not None for pair in found]
         if not rows:
-            return [None] * len(pairs)
+            return [None] * len(leaves)
         computed = self._columns(rows)
         if computed is None:
-            return [None] * len(pairs)
+            return [None] * len(leaves)
         columns, errs = computed
         names = list(columns)
         values = list(zip(*(columns[name] for name in names))) if names else [()] * len(rows)

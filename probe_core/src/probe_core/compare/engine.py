@@ -170,6 +170,14 @@ def compare_entry(npu: DumpEntry | None, bench: DumpEntry | None, mode: DataMode
     return EntryOutcome(name, index, result, rows, npu, bench, facts)
 
 
+def plain_outcome(npu: DumpEntry, bench_name: str, plain: Plain, mode: DataMode) -> EntryOutcome:
+    """The outcome of an entry the columnar path compared (:class:`~probe_core.compare.columnar.ColumnarCompare`):
+    what :func:`compare_entry` gives for it."""
+    rows, errs = plain
+    facts = entry_facts(npu.name, npu.index, npu.parent, PASS, rows, mode, bench_name=bench_name, errs=errs)
+    return EntryOutcome(npu.name, npu.index, PASS, rows, npu, None, facts)
+
+
 def _check_leaves(rows: list[RowResult], npu: DumpEntry | None, bench: DumpEntry | None, lenient: bool) -> None:
     """A leaf whose record is malformed (a statistic that is no number, a bad data_name) stops the compare
     with the file and key, or with ``lenient`` makes its row an error."""
@@ -259,10 +267,7 @@ def _finish(npu: DumpEntry | None, bench: DumpEntry | EntryRef | None, plain: Pl
         outcome = compare_entry(npu, bench, _WORKER["mode"], _WORKER["comparators"], _WORKER["lenient"],  # type: ignore[arg-type]
                                 _WORKER["name_map"], _WORKER["postprocess"], _WORKER["rules"])
     else:
-        rows, errs = plain
-        facts = entry_facts(npu.name, npu.index, npu.parent, PASS, rows, _WORKER["mode"],  # type: ignore[union-attr]
-                            bench_name=bench.name, errs=errs)  # type: ignore[union-attr]
-        outcome = EntryOutcome(npu.name, npu.index, PASS, rows, npu, None, facts)  # type: ignore[union-attr]
+        outcome = plain_outcome(npu, bench.name, plain, _WORKER["mode"])  # type: ignore[arg-type, union-attr]
     outcome.rendered = list(render_rows(outcome, _WORKER["columns"], _WORKER["percent"]))
     outcome.row_results = [row.result for row in outcome.rows]
     outcome.rows = []

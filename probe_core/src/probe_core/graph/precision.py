@@ -2,7 +2,8 @@
 
 Each matched target node is compared as ``probe compare`` compares its entry
 (:func:`probe_core.compare.engine.compare_entry`: the same comparators, the
-same rules, the data mode and the comparator plugins) and gets a precision
+same rules, the data mode and the comparator plugins; plain nodes a chunk at a
+time on the columnar path, :mod:`probe_core.compare.columnar`) and gets a precision
 index from the verdict (pass 0, warning 0.5, error 1). The facts of every
 node go to the same noise-aware judge as ``probe compare``'s
 (:func:`probe_core.compare.verdicts.judge_job`, run over all graphs by
@@ -20,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from probe_core.compare.comparator import LoadedComparator
-from probe_core.compare.engine import compare_entry
+from probe_core.compare.columnar import ColumnarCompare, Plain
+from probe_core.compare.engine import CHUNK_ENTRIES, compare_entry, plain_outcome
 from probe_core.compare.judge import EntryFacts, entry_facts
 from probe_core.dump import DumpEntry, RankDump
 from probe_core.graph.model import Graph, Node
@@ -71,31 +73,51 @@ def score_graphs(target: Graph, bench: Graph, mode: DataMode | None, comparators
     metrics: dict[str, dict[str, dict[str, Any]]] = {}
     facts: list[EntryFacts] = []
     target_dump, bench_dump = _dump(target), _dump(bench)
+    columnar = ColumnarCompare(mode, comparators, rules) if mode is not None else None
+    nodes = sorted(target.nodes.values(), key=lambda n: n.order)
     try:
-        for node in sorted(target.nodes.values(), key=lambda n: n.order):
-            other = node.matched
-            if other is None:
-                node.precision_index = None
-                if mode is not None and (node.inputs or node.outputs):
-                    parent = node.parent.name if node.parent is not None else None
-                    facts.append(entry_facts(node.name, node.order, parent, "unmatched", [], mode, "target"))
-                continue
-            verdict = "pass"
-            if mode is not None and (node.inputs or node.outputs or other.inputs or other.outputs):
-                outcome = compare_entry(_entry(node, target_dump), _entry(other, bench_dump), mode, comparators,
-                                        lenient=True, rules=rules)
-                verdict = outcome.result
-                if outcome.facts is not None:
-                    facts.append(outcome.facts)
-                shown = _shown(outcome.rows, mode)
-                if shown:
-                    metrics[node.name] = shown
-            node.precision_index = other.precision_index = INDEX_OF.get(verdict, PASS_INDEX)
+        for start in range(0, len(nodes), CHUNK_ENTRIES):
+            chunk = nodes[start:start + CHUNK_ENTRIES]
+            pairs = {node.name: (_entry(node, target_dump), _entry(node.matched, bench_dump)) for node in chunk
+                     if mode is not None and node.matched is not None and _has_tensors(node)}
+            plain = dict(zip(pairs, columnar.compare_entries(list(pairs.values())))) if columnar else {}
+            for node in chunk:
+                _score(node, mode, comparators, rules, pairs.get(node.name), plain.get(node.name), metrics, facts)
     finally:
         for dump in (target_dump, bench_dump):
             if dump is not None:
                 dump.close()
     return metrics, facts
+
+
+def _has_tensors(node: Node) -> bool:
+    other = node.matched
+    return bool(node.inputs or node.outputs or other.inputs or other.outputs)  # type: ignore[union-attr]
+
+
+def _score(node: Node, mode: DataMode | None, comparators: Sequence[LoadedComparator], rules: str,
+           pair: tuple[DumpEntry, DumpEntry] | None, plain: Plain | None,
+           metrics: dict[str, dict[str, dict[str, Any]]], facts: list[EntryFacts]) -> None:
+    """One target node: its precision index (and its partner's), its shown metrics and its facts."""
+    other = node.matched
+    if other is None:
+        node.precision_index = None
+        if mode is not None and (node.inputs or node.outputs):
+            parent = node.parent.name if node.parent is not None else None
+            facts.append(entry_facts(node.name, node.order, parent, "unmatched", [], mode, "target"))
+        return
+    verdict = "pass"
+    if pair is not None:
+        npu, bench = pair
+        outcome = plain_outcome(npu, bench.name, plain, mode) if plain is not None else \
+            compare_entry(npu, bench, mode, comparators, lenient=True, rules=rules)  # type: ignore[arg-type]
+        verdict = outcome.result
+        if outcome.facts is not None:
+            facts.append(outcome.facts)
+        shown = _shown(outcome.rows, mode)  # type: ignore[arg-type]
+        if shown:
+            metrics[node.name] = shown
+    node.precision_index = other.precision_index = INDEX_OF.get(verdict, PASS_INDEX)
 
 
 def _shown(rows: Sequence[Any], mode: DataMode) -> dict[str, dict[str, Any]]:
