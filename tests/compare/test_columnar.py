@@ -101,15 +101,19 @@ def _same_both_ways(target: Path, bench: Path, where: Path) -> None:
     assert Spy.taken >= Spy.offered // 2, (Spy.taken, Spy.offered)
 
 
-@pytest.mark.parametrize("dump", DUMPS, ids=[p.relative_to(FIXTURES).parts[0] for p in DUMPS])
-def test_columnar_and_row_paths_agree_on_msprobe_dumps(tmp_path, dump):
+def _mutated_pair(tmp_path: Path, dump: Path) -> tuple[Path, Path]:
+    """(target, bench) rank folders: the fixture ``dump`` as bench, a mutated copy of it as target."""
     bench = tmp_path / "bench" / "rank0"
     shutil.copytree(dump, bench)
     target = tmp_path / "target" / "rank0"
     shutil.copytree(dump, target)
-    data = json.loads((dump / "dump.json").read_text())
-    (target / "dump.json").write_text(json.dumps(_mutate(data), indent=1))
-    _same_both_ways(target, bench, tmp_path)
+    (target / "dump.json").write_text(json.dumps(_mutate(json.loads((dump / "dump.json").read_text())), indent=1))
+    return target, bench
+
+
+@pytest.mark.parametrize("dump", DUMPS, ids=[p.relative_to(FIXTURES).parts[0] for p in DUMPS])
+def test_columnar_and_row_paths_agree_on_msprobe_dumps(tmp_path, dump):
+    _same_both_ways(*_mutated_pair(tmp_path, dump), tmp_path)
 
 
 def _graph_rows(target: Path, bench: Path, out: Path, path: type) -> list:
@@ -134,11 +138,7 @@ def _graph_rows(target: Path, bench: Path, out: Path, path: type) -> list:
 
 @pytest.mark.parametrize("dump", DUMPS, ids=[p.relative_to(FIXTURES).parts[0] for p in DUMPS])
 def test_the_graph_writes_the_same_nodes_on_both_paths(tmp_path, dump):
-    bench = tmp_path / "bench" / "rank0"
-    shutil.copytree(dump, bench)
-    target = tmp_path / "target" / "rank0"
-    shutil.copytree(dump, target)
-    (target / "dump.json").write_text(json.dumps(_mutate(json.loads((dump / "dump.json").read_text())), indent=1))
+    target, bench = _mutated_pair(tmp_path, dump)
     Spy.taken = Spy.offered = 0
     rows = _graph_rows(target, bench, tmp_path / "rows", RowPath)
     columns = _graph_rows(target, bench, tmp_path / "columns", Spy)

@@ -35,6 +35,7 @@ from probe_core.specs import ComparatorSpec, DataModeSpec
 STAT_KEYS = ("Max", "Min", "Mean", "Norm")
 DIFF_COLUMNS = ("Max diff", "Min diff", "Mean diff", "L2norm diff")
 RELATIVE_COLUMNS = ("MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr")
+RELATIVE_SET = frozenset(RELATIVE_COLUMNS)
 SHOWN_DIFF = dict(zip(DIFF_COLUMNS, ("MaxAbsErr", "MinAbsErr", "MeanAbsErr", "NormAbsErr")))
 
 NORM_INPUT_MAX = 0.1          # error: input norm rel. error below this ...
@@ -127,6 +128,8 @@ def discrepancy_columns(target: StatColumns, bench: StatColumns) -> list[float]:
 
 def close(a: Any, b: Any) -> bool:
     """Whether two statistics agree within the divergence tolerance (NaN agrees with NaN only)."""
+    if a.__class__ is float and b.__class__ is float and a - a == 0.0 and b - b == 0.0:  # both finite: the common case
+        return abs(a - b) <= DIVERGENCE_ATOL + DIVERGENCE_RTOL * abs(b)
     x, y = as_float(a), as_float(b)
     if x is None or y is None:
         return a == b
@@ -242,9 +245,10 @@ class StatisticsMode(DataMode):
     def shown_metrics(self, metrics: Mapping[str, Any]) -> dict[str, str]:
         shown: dict[str, str] = {}
         for column, value in metrics.items():
-            if column in SHOWN_DIFF:
-                shown[SHOWN_DIFF[column]] = str(value)
-            elif column in RELATIVE_COLUMNS and value.__class__ is float and math.isfinite(value):
+            renamed = SHOWN_DIFF.get(column)
+            if renamed is not None:
+                shown[renamed] = str(value)
+            elif value.__class__ is float and value - value == 0.0 and column in RELATIVE_SET:  # finite
                 shown[column] = f"{value * 100:.6g}%"
             else:
                 shown[column] = "null" if value is None else str(value)
