@@ -27,9 +27,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from probe_core.compare.rules import PASS, RowResult, _is_redundant, api_op
-from probe_core.dump import DumpEntry, RankDump
+from probe_core.dump import DumpEntry, EntryRef, RankDump
 from probe_core.dump.leaves import SECTIONS, TensorMeta
-from probe_core.dump.reader import EntryRef
 from probe_core.modes import DataMode
 
 #: one plain entry's compared rows and each row's discrepancy

@@ -31,8 +31,7 @@ from probe_core.compare.judge import EntryFacts, Finding, NoiseReference, entry_
 from probe_core.compare.match import Match, Matcher, match_entries
 from probe_core.compare.rules import ERROR, PASS, UNMATCHED, WARNING, RowResult, judge_entry, worst
 from probe_core.compare.verdicts import JobAnswer, StepFacts, first_of_job, judge_job
-from probe_core.dump import DumpEntry, RankDump, TensorMeta, discover
-from probe_core.dump.reader import EntryRef
+from probe_core.dump import DumpEntry, EntryRef, RankDump, TensorMeta, discover
 from probe_core.dump.order import is_communication
 from probe_core.errors import CompareError, DumpError, ProbeError
 from probe_core.executor import ExecutorChoice, RegistryRef, job_executor, registry_of, registry_ref, run_jobs
