@@ -52,10 +52,10 @@ first divergent node), so both name the same entry.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from probe_core.compare.rules import ERROR, normalize_dtype
