@@ -294,9 +294,10 @@ def test_collector_ops_subclass_the_base_and_declare_their_capabilities_truthful
 def test_the_base_class_defaults_are_neutral():
     ops = FakeOps()
     calls = []
-    assert TensorOps.cached_checksum(ops, ("T", 1.0), lambda: calls.append(1) or "x") == "x"
-    assert TensorOps.cached_checksum(ops, ("T", 1.0), lambda: calls.append(1) or "x") == "x"
+    assert TensorOps.once_per_batch(ops, ("T", 1.0), "md5", lambda: calls.append(1) or "x") == "x"
+    assert TensorOps.once_per_batch(ops, ("T", 1.0), "md5", lambda: calls.append(1) or "x") == "x"
     assert calls == [1, 1]
+    assert TensorOps.nbytes(ops, ("T", 1.0)) == 0
     assert TensorOps.alias(ops, ("T", 1.0), ("T", 1.0)) is None
     assert TensorOps.new_batch(ops) is None
     with pytest.raises(NotImplementedError):

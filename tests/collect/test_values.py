@@ -100,6 +100,27 @@ def test_backward_and_parameter_gradients(tmp_path):
     _expect(params["bias"][0], live["bias"].grad)
 
 
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "strided"])
+def test_large_float32_norms_are_as_exact_as_the_float64_bench(tmp_path, layout):
+    """A float32 norm summed in one long line drifts (4e-4 on a million equal values): the norm is within
+    1e-5 of the exact one, whatever the layout (rows, a transpose read in memory order, a strided slice)."""
+    from probe_torch import PrecisionDebugger
+
+    base = torch.full((1000, 1000), -1e4) + torch.linspace(0, 1, 1000)
+    x = {"contiguous": base, "transposed": base.t(), "strided": base[:, ::2]}[layout]
+    debugger = PrecisionDebugger(dump_path=str(tmp_path), level="L1")
+    debugger.start()
+    torch.abs(x)
+    debugger.stop()
+    debugger.step()
+    debugger.close()
+    record = load(tmp_path / "step0" / "rank0" / "dump.json")["data"]["Torch.abs.0.forward"]["input_args"][0]
+    exact = x.double().norm().item()
+    assert record["Norm"] == pytest.approx(exact, rel=1e-5)
+    assert record["Mean"] == pytest.approx(x.double().mean().item(), rel=1e-5)
+    assert (record["Max"], record["Min"]) == (x.max().item(), x.min().item())
+
+
 def test_integer_and_bool_tensors(tmp_path):
     from probe_torch import PrecisionDebugger
 
@@ -159,6 +180,67 @@ def test_tensor_mode_files_load_and_equal(tmp_path):
     assert grad["data_name"] == "Functional.linear.0.backward.output.0.pt"
     assert torch.equal(torch.load(rank_dir / "dump_tensor_data" / grad["data_name"], weights_only=True),
                        live["grad_hidden"].reshape(8, 3))
+
+
+def test_a_tensor_saved_twice_is_one_file_linked_until_it_changes(tmp_path):
+    """A module's input is its first API's input, and an API's output the next one's input: one file each,
+    hard-linked under both names. A tensor changed in place gets files of its own, before and after."""
+    from probe_torch import PrecisionDebugger
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3))
+    x = torch.randn(2, 4)
+    debugger = PrecisionDebugger(dump_path=str(tmp_path), task="tensor", level="mix")
+    debugger.start(model)
+    model(x)
+    y = torch.exp(x)
+    torch.log(y)
+    before = y.clone()
+    y.mul_(2)
+    debugger.stop()
+    debugger.step()
+    debugger.close()
+    folder = tmp_path / "step0" / "rank0" / "dump_tensor_data"
+    data = load(tmp_path / "step0" / "rank0" / "dump.json")["data"]
+
+    def file(name, where="input_args"):
+        return folder / data[name][where][0]["data_name"]
+
+    module_x, linear_x = file("Module.0.Linear.forward.0"), file("Functional.linear.0.forward")
+    assert module_x != linear_x and module_x.stat().st_ino == linear_x.stat().st_ino
+    exp_out, log_in = file("Torch.exp.0.forward", "output"), file("Torch.log.0.forward")
+    assert exp_out.stat().st_ino == log_in.stat().st_ino
+    mul_in, mul_out = file("Tensor.mul_.0.forward"), file("Tensor.mul_.0.forward", "output")
+    assert mul_out.stat().st_ino != mul_in.stat().st_ino
+    assert torch.equal(torch.load(mul_in, weights_only=True), before)
+    assert torch.equal(torch.load(mul_out, weights_only=True), y)
+    assert torch.equal(torch.load(log_in, weights_only=True), before)
+
+
+def test_snapshots_waiting_for_the_writer_stay_within_the_bound(tmp_path, monkeypatch):
+    """The training thread waits once the queued snapshots reach SAVE_QUEUE_BYTES; every file is still written."""
+    from probe_core.collect import writer
+    from probe_torch import PrecisionDebugger
+
+    monkeypatch.setattr(writer, "SAVE_QUEUE_BYTES", 4096)
+    peak = []
+    original = writer.StepWriter.save_tensor
+
+    def spy(self, snapshot, data_name, nbytes=0):
+        original(self, snapshot, data_name, nbytes)
+        peak.append(self._queued_bytes)
+
+    monkeypatch.setattr(writer.StepWriter, "save_tensor", spy)
+    debugger = PrecisionDebugger(dump_path=str(tmp_path), task="tensor", level="L1")
+    debugger.start()
+    values = [torch.full((256,), float(i)) for i in range(12)]  # 1 KiB each
+    outs = [torch.exp(v) for v in values]
+    debugger.stop()
+    debugger.step()
+    debugger.close()
+    assert peak and max(peak) <= 4096
+    folder = tmp_path / "step0" / "rank0" / "dump_tensor_data"
+    for i, out in enumerate(outs):
+        assert torch.equal(torch.load(folder / f"Torch.exp.{i}.forward.output.0.pt", weights_only=True), out)
 
 
 def test_overflow_check_keeps_only_nan_inf_entries(tmp_path):

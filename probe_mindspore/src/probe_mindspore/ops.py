@@ -48,13 +48,13 @@ class MindSporeTensorOps(TensorOps):
     """:class:`probe_core.collect.TensorOps` for ``mindspore.Tensor`` (and ``Parameter``).
 
     Statistics are cached per batch (``new_batch`` forgets them);
-    ``cached_checksum`` and ``alias`` keep the base class's neutral defaults
-    (a CRC per tensor record; aliases are not tracked).
+    ``once_per_batch`` and ``alias`` keep the base class's neutral defaults
+    (a CRC and a file per tensor record; aliases are not tracked).
     """
 
     framework = "mindspore"
     tensor_suffix = ".npy"
-    capabilities = frozenset({"new_batch"})
+    capabilities = frozenset({"new_batch", "nbytes"})
 
     def is_tensor(self, value: Any) -> bool:
         return isinstance(value, ms.Tensor)
@@ -92,6 +92,9 @@ class MindSporeTensorOps(TensorOps):
             words = np.ascontiguousarray(to_numpy(tensor)).view(np.uint32)
             return (words >> 16).astype("<u2").tobytes()
         return np.ascontiguousarray(tensor.asnumpy()).tobytes()
+
+    def nbytes(self, tensor: ms.Tensor) -> int:
+        return int(tensor.nbytes)
 
     def snapshot(self, tensor: ms.Tensor) -> np.ndarray:
         return np.array(to_numpy(tensor), copy=True)

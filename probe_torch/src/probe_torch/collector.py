@@ -72,6 +72,8 @@ def current_rank() -> int:
 
 
 _is_compiling = torch.compiler.is_compiling
+_stack_len, _stack_at = torch._C._len_torch_function_stack, torch._C._get_function_stack_at
+_pop_mode, _push_mode = torch._C._pop_torch_function_stack, torch._C._push_on_torch_function_stack
 #: In-place calls that change a tensor's shape, strides or storage rather than its values: an identity copy
 #: cannot stand in for the caller's tensor there (the caller's tensor must change), so they get no backward.
 _METADATA_IN_PLACE = frozenset({"squeeze_", "unsqueeze_", "transpose_", "t_", "swapdims_", "swapaxes_",
@@ -192,6 +194,28 @@ class TorchCollector(CollectorBase):
         self.recording = False
         self.session.active = False
         self.session.stopped = True
+
+    # -- probe's own work runs with its function mode off the stack ----------------------------------
+
+    def _off_mode(self, fn: Any, *args: Any) -> Any:
+        """``fn(*args)`` with probe's function mode popped while it is on top of the stack (in module hooks,
+        wrapped operators and backward hooks). The mode would only pass probe's own torch calls through
+        (statistics, shapes, dtypes), at a Python call each; torch pops it in the mode's handler the same way."""
+        mode = self._mode
+        depth = _stack_len()
+        if mode is None or not depth or _stack_at(depth - 1) is not mode:
+            return fn(*args)
+        _pop_mode()
+        try:
+            return fn(*args)
+        finally:
+            _push_mode(mode)
+
+    def call_api(self, api: str, func: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
+        return self._off_mode(super().call_api, api, func, args, kwargs)
+
+    def _guarded(self, fn: Any, *args: Any) -> Any:
+        return self._off_mode(super()._guarded, fn, *args)
 
     # -- models -----------------------------------------------------------------------------
 
@@ -452,7 +476,7 @@ class TorchCollector(CollectorBase):
     def _module_pre(self, module: torch.nn.Module, args: tuple) -> Any:
         if _is_compiling():
             return None
-        return self.module_enter(module, args)
+        return self._off_mode(self.module_enter, module, args)
 
     def _module_post(self, module: torch.nn.Module, args: tuple, kwargs: Any, output: Any = _RAISED) -> None:
         if _is_compiling():
@@ -460,7 +484,7 @@ class TorchCollector(CollectorBase):
         if output is _RAISED:  # forward raised: torch passes (module, args, result) to always_call hooks
             self.module_exit(module, None, None, failed=True)
         else:
-            self.module_exit(module, kwargs, output)
+            self._off_mode(self.module_exit, module, kwargs, output)
 
     def _forward_watch(self, module: torch.nn.Module, args: tuple) -> None:
         if self._await_forward and not self.busy and not _is_compiling():

@@ -53,10 +53,16 @@ class Batch:
         self._handles.append(handle)
 
     def save_tensor(self, tensor: Any, label: str) -> str:
-        """Save ``tensor`` as ``{current entry}.{label}{suffix}`` (off the training thread); returns that name."""
+        """Save ``tensor`` as ``{current entry}.{label}{suffix}`` (off the training thread); returns that name.
+        A tensor saved again in the same batch, unchanged (a module's output that is the next module's
+        input), is a hard link to its first file: one copy and one write, every ``data_name`` still a file."""
         label = label.strip(".")
         data_name = f"{self.current}.{label}{self._suffix}" if label else f"{self.current}{self._suffix}"
-        self.writer.save_tensor(self.ops.snapshot(tensor), data_name)
+        first = self.ops.once_per_batch(tensor, "save", lambda: data_name)
+        if first != data_name:
+            self.writer.link_tensor(first, data_name)
+        else:
+            self.writer.save_tensor(self.ops.snapshot(tensor), data_name, self.ops.nbytes(tensor))
         return data_name
 
     # -- entries -----------------------------------------------------------------------

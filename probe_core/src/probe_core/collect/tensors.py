@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Protocol
 STAT_KEYS = ("Max", "Min", "Mean", "Norm")
 
 #: The operations of :class:`TensorOps` a framework may leave out (the base class has neutral defaults).
-OPTIONAL_OPERATIONS = frozenset({"new_batch", "cached_checksum", "alias"})
+OPTIONAL_OPERATIONS = frozenset({"new_batch", "once_per_batch", "alias", "nbytes"})
 
 
 class TensorOps:
@@ -32,10 +32,14 @@ class TensorOps:
     defaults, so the engine and data modes call them unconditionally:
 
     * ``new_batch()`` — forget per-batch caches (default: nothing to forget);
-    * ``cached_checksum(tensor, compute)`` — ``compute()`` at most once per
-      tensor (and version) within a batch (default: ``compute()`` every time);
+    * ``once_per_batch(tensor, kind, compute)`` — ``compute()`` at most once
+      per tensor (and version) and ``kind`` within a batch, later calls get the
+      first result (default: ``compute()`` every time): one checksum per
+      tensor, one file for a tensor saved twice;
     * ``alias(view, source)`` — ``view`` holds exactly ``source``'s values, so
-      its statistics may be reused (default: a hint that is ignored).
+      its statistics may be reused (default: a hint that is ignored);
+    * ``nbytes(tensor)`` — the size of its data, which bounds the snapshots
+      waiting for the writer (default: 0, not counted).
 
     :attr:`capabilities` names the optional operations a class really
     implements (overrides), so tools and tests can tell a framework's
@@ -91,12 +95,17 @@ class TensorOps:
     def new_batch(self) -> None:
         """Forget what was cached for the batch just fetched (statistics, checksums, aliases)."""
 
-    def cached_checksum(self, tensor: Any, compute: Callable[[], str]) -> str:
-        """``compute()``, at most once per tensor and version within a batch where the framework can tell."""
+    def once_per_batch(self, tensor: Any, kind: str, compute: Callable[[], Any]) -> Any:
+        """``compute()``, at most once per tensor, version and ``kind`` within a batch where the framework can
+        tell (later calls return the first result)."""
         return compute()
 
     def alias(self, view: Any, source: Any) -> None:
         """``view`` holds exactly ``source``'s values (reshape, transpose, identity): reuse its statistics."""
+
+    def nbytes(self, tensor: Any) -> int:
+        """The size of the tensor's data in bytes (0: unknown, not counted against the writer's bound)."""
+        return 0
 
 
 class TensorSink(Protocol):

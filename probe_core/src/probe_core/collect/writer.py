@@ -9,6 +9,8 @@ naming or batching parts.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -19,6 +21,9 @@ from typing import Any
 from probe_core.collect.journal import Journal, StepRecords, safe_dir, write_step_files
 from probe_core.errors import CollectionError
 from probe_core.modes import EntryPolicy
+
+#: Bytes of tensor snapshots that may wait for the writer thread before the training thread waits for it.
+SAVE_QUEUE_BYTES = 1 << 30
 
 
 @dataclass
@@ -101,6 +106,8 @@ class StepWriter:
         self.before_write: Callable[[], None] | None = None
         self._prepare_lock = threading.Lock()
         self._prepared = False
+        self._queue_room = threading.Condition()  # signalled as queued snapshots are written
+        self._queued_bytes = 0
 
     @property
     def error(self) -> Exception | None:
@@ -215,22 +222,55 @@ class StepWriter:
 
     # -- tensor files --------------------------------------------------------------------
 
-    def save_tensor(self, snapshot: Any, data_name: str) -> None:
-        """Write a tensor snapshot to the step's ``dump_tensor_data/{data_name}`` (before its step ends)."""
+    def save_tensor(self, snapshot: Any, data_name: str, nbytes: int = 0) -> None:
+        """Write a tensor snapshot to the step's ``dump_tensor_data/{data_name}`` (before its step ends).
+        At most :data:`SAVE_QUEUE_BYTES` of snapshots wait for the writer: beyond that the training thread
+        waits here until enough are written (one snapshot larger than the bound still goes alone)."""
         state = self._state
         path = state.rank_dir / "dump_tensor_data" / data_name
-        state.saves.append(self._executor().submit(self._save_one, snapshot, path))
+        with self._queue_room:
+            while self._queued_bytes and self._queued_bytes + nbytes > SAVE_QUEUE_BYTES and not self._errors:
+                self._queue_room.wait()
+            self._queued_bytes += nbytes
+        state.saves.append(self._executor().submit(self._save_one, snapshot, path, nbytes))
 
-    def _save_one(self, snapshot: Any, path: Path) -> None:
+    def link_tensor(self, saved_name: str, data_name: str) -> None:
+        """``data_name`` holds the same values as ``saved_name``, saved earlier in this step: a hard link to
+        that file (a copy where the file system has no links)."""
+        state = self._state
+        folder = state.rank_dir / "dump_tensor_data"
+        state.saves.append(self._executor().submit(self._link_one, folder / saved_name, folder / data_name))
+
+    def _save_one(self, snapshot: Any, path: Path, nbytes: int) -> None:
+        try:
+            if self._errors:
+                return
+            self._write_file(path, lambda: self._save(snapshot, str(path)))
+        finally:
+            with self._queue_room:
+                self._queued_bytes -= nbytes
+                self._queue_room.notify_all()
+
+    def _link_one(self, source: Path, path: Path) -> None:
         if self._errors:
             return
+        def link() -> None:
+            try:
+                os.link(source, path)
+            except OSError:
+                shutil.copyfile(source, path, follow_symlinks=False)
+
+        self._write_file(path, link, counted=False)
+
+    def _write_file(self, path: Path, write: Callable[[], None], counted: bool = True) -> None:
         try:
             self._prepare()
             safe_dir(self.dump_root, *path.parent.relative_to(self.dump_root).parts)
             if path.is_symlink():
                 raise CollectionError(f"{path}: refusing to write through a symbolic link")
-            self._save(snapshot, str(path))
-            self.summary.bytes += path.stat().st_size
+            write()
+            if counted:
+                self.summary.bytes += path.stat().st_size
         except Exception as exc:  # a full disk stops the collection at once, not at the step's end
             self._record_error(exc)
             raise
