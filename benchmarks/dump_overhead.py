@@ -117,7 +117,40 @@ def _step(model, optimizer, x, y, debugger=None) -> tuple[float, float]:
 
 
 def _dir_size(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
+    """Bytes on disk: a hard-linked file (a tensor saved twice, unchanged) counts once."""
+    files = {(s.st_dev, s.st_ino): s.st_size for p in path.rglob("*") if p.is_file() for s in [p.stat()]} \
+        if path.exists() else {}
+    return sum(files.values())
+
+
+class JournalClock:
+    """CPU time each probe mode spends journaling its records (JSON text of every batch appended to the
+    step's journal, on whichever thread does it) and writing the step's final files."""
+
+    def __init__(self) -> None:
+        self.mode = ""
+        self.spent: dict[str, list[float]] = {}
+
+    def install(self) -> None:
+        from probe_core.collect import writer
+
+        clock = self
+
+        def timed(original):
+            def run(*args, **kwargs):
+                start = time.thread_time()
+                try:
+                    return original(*args, **kwargs)
+                finally:
+                    clock.spent.setdefault(clock.mode, [0.0])[-1] += time.thread_time() - start
+            return run
+
+        writer.StepWriter._write_batch = timed(writer.StepWriter._write_batch)
+        writer.write_step_files = timed(writer.write_step_files)
+
+    def step(self, mode: str) -> None:
+        self.mode = mode
+        self.spent.setdefault(mode, [0.0]).append(0.0)
 
 
 def worker(args: argparse.Namespace) -> None:
@@ -132,9 +165,11 @@ def worker(args: argparse.Namespace) -> None:
     dump = Path(args.dump)
     modes = args.mode.split(",")
     debuggers: dict[str, object] = {}
+    journal = JournalClock()
     if args.tool == "probe":
         from probe_torch import PrecisionDebugger
 
+        journal.install()
         for mode in modes:
             debuggers[mode] = PrecisionDebugger(dump_path=str(dump / mode), **MODES[mode]) if MODES.get(mode) else None
     elif args.tool == "msprobe":
@@ -158,6 +193,7 @@ def worker(args: argparse.Namespace) -> None:
     for round_ in range(rounds):
         order = modes[round_ % len(modes):] + modes[:round_ % len(modes)]
         for mode in order:
+            journal.step(mode)
             wall, used = _step(model, optimizer, x, y, debuggers[mode])
             times[mode].append(wall)
             cpu[mode].append(used)
@@ -166,6 +202,8 @@ def worker(args: argparse.Namespace) -> None:
             debugger.close()
     print(json.dumps({mode: {"median": statistics.median(times[mode][args.warmup:]),
                              "cpu": statistics.median(cpu[mode][args.warmup:]),
+                             "journal": statistics.median(journal.spent.get(mode, [0.0] * rounds)[1:][args.warmup:]
+                                                          or [0.0]),
                              "bytes_per_step": _dir_size(dump / mode) / rounds} for mode in modes}))
 
 
@@ -225,17 +263,18 @@ def main() -> None:
     base, base_cpu = ours["idle"]["median"], ours["idle"]["cpu"]  # same process, same rounds
     print(f"no tool: {plain['median'] * 1000:.1f} ms/step wall, {plain['cpu'] * 1000:.1f} ms CPU (separate "
           f"process); probe imported, not started: {base * 1000:.1f} ms wall, {base_cpu * 1000:.1f} ms CPU")
-    print("ratios to no tool: CPU time of the whole process (robust on a busy machine) and wall time")
-    header = f"{'mode':8} {'probe cpu':>9} {'wall':>6} {'bytes/step':>11}"
+    print("ratios to no tool: CPU time of the whole process (robust on a busy machine) and wall time; journal: "
+          "CPU time of journaling the records and writing the step files, as a share of the no-tool step")
+    header = f"{'mode':8} {'probe cpu':>9} {'wall':>6} {'journal':>7} {'bytes/step':>11}"
     print(header + (f" {'msprobe cpu':>11} {'wall':>6} {'bytes/step':>11}" if with_msprobe else ""))
-    print(f"{'idle':8} {base_cpu / plain['cpu']:8.2f}x {base / plain['median']:5.2f}x {'0 B':>11}"
+    print(f"{'idle':8} {base_cpu / plain['cpu']:8.2f}x {base / plain['median']:5.2f}x {'':>7} {'0 B':>11}"
           "   (vs the no-tool process)")
     for mode in modes:
         if mode == "idle":
             continue
         result = ours[mode]
         line = f"{mode:8} " + (f"{result['cpu'] / base_cpu:8.2f}x {result['median'] / base:5.2f}x "
-                               f"{_size(result['bytes_per_step']):>11}"
+                               f"{result['journal'] / base_cpu:6.1%} {_size(result['bytes_per_step']):>11}"
                                if "error" not in result else f"error: {result['error']}")
         if with_msprobe and mode in MSPROBE_MODES:
             theirs = run_modes(args, "msprobe", [mode])[mode]

@@ -183,6 +183,10 @@ class TorchCollector(CollectorBase):
         self._handles: list[Any] = []
         self._mode: _ApiMode | None = None
         self._optimizer_hooks: list[Any] = []
+        #: the Python-level APIs and custom operators to wrap, found at the first start() (a scan of torch's
+        #: namespaces: not repeated at every step's start)
+        self._wrapped_apis: list[tuple[Any, str, str]] | None = None
+        self._wrapped_ops: list[tuple[Any, str, str]] | None = None
         self._waiting: dict[Any, _Waiting] = {}  # Work -> the asynchronous collective recorded when it is waited
         self.compiled_frames = 0  # frames torch.compile compiled: the calls inside them are not recorded
         self._compile_callbacks: tuple[Any, Any] | None = None
@@ -349,9 +353,12 @@ class TorchCollector(CollectorBase):
                 original = getattr(torch.Tensor, name, None)
                 if original is not None:
                     self.patch(torch.Tensor, name, self.wrap_api(f"Tensor.{name}", original))
-            for owner, attr, api in python_level_apis(self.names):  # arguments as the user passed them
+            if self._wrapped_apis is None:
+                self._wrapped_apis = python_level_apis(self.names)
+                self._wrapped_ops = custom_ops(self.session.config.custom_op_namespaces)
+            for owner, attr, api in self._wrapped_apis:  # arguments as the user passed them
                 self.patch(owner, attr, self.wrap_api(api, getattr(owner, attr)))
-            for owner, op, api in custom_ops(self.session.config.custom_op_namespaces):
+            for owner, op, api in self._wrapped_ops:
                 packet = getattr(owner, op)
                 self.patch(owner, op, keep_overloads(self.wrap_api(api, packet), packet))
             if dist.is_available():
