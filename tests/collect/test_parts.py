@@ -15,7 +15,7 @@ from probe_core.collect.filters import EntryFilter
 from probe_core.collect.journal import JOURNAL_NAME
 from probe_core.collect.naming import Naming, backward_name
 from probe_core.collect.session import Collection
-from probe_core.collect.tensors import OPTIONAL_OPERATIONS, TensorOps
+from probe_core.collect.tensors import DERIVED_OPERATIONS, OPTIONAL_OPERATIONS, TensorOps
 from probe_core.collect.writer import Pending, StepWriter
 from probe_core.config import load_config
 from probe_core.errors import CollectionError
@@ -287,7 +287,8 @@ def test_collector_ops_subclass_the_base_and_declare_their_capabilities_truthful
     overridden = {op for op in OPTIONAL_OPERATIONS if getattr(ops_class, op) is not getattr(TensorOps, op)}
     assert ops_class.capabilities == overridden
     required = [op for op, value in vars(TensorOps).items()
-                if callable(value) and not op.startswith("_") and op not in OPTIONAL_OPERATIONS]
+                if callable(value) and not op.startswith("_") and op not in OPTIONAL_OPERATIONS | DERIVED_OPERATIONS]
+    assert not any(getattr(ops_class, op) is not getattr(TensorOps, op) for op in DERIVED_OPERATIONS)
     assert required and all(getattr(ops_class, op) is not getattr(TensorOps, op) for op in required)
 
 

@@ -13,6 +13,8 @@ STAT_KEYS = ("Max", "Min", "Mean", "Norm")
 
 #: The operations of :class:`TensorOps` a framework may leave out (the base class has neutral defaults).
 OPTIONAL_OPERATIONS = frozenset({"new_batch", "once_per_batch", "alias", "nbytes"})
+#: Operations the base class builds from the others (a framework overrides those instead).
+DERIVED_OPERATIONS = frozenset({"cached_checksum"})
 
 
 class TensorOps:
@@ -102,6 +104,10 @@ class TensorOps:
 
     def alias(self, view: Any, source: Any) -> None:
         """``view`` holds exactly ``source``'s values (reshape, transpose, identity): reuse its statistics."""
+
+    def cached_checksum(self, tensor: Any, compute: Callable[[], str]) -> str:
+        """``once_per_batch(tensor, "checksum", compute)``: kept for data modes written before it."""
+        return self.once_per_batch(tensor, "checksum", compute)
 
     def nbytes(self, tensor: Any) -> int:
         """The size of the tensor's data in bytes (0: unknown, not counted against the writer's bound)."""
