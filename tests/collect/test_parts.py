@@ -301,5 +301,8 @@ def test_the_base_class_defaults_are_neutral():
     assert TensorOps.nbytes(ops, ("T", 1.0)) == 0
     assert TensorOps.alias(ops, ("T", 1.0), ("T", 1.0)) is None
     assert TensorOps.new_batch(ops) is None
+    before = ops.batches
+    TensorOps.values_changed(ops)  # by default, forgetting everything is forgetting the batch
+    assert ops.batches == before + 1
     with pytest.raises(NotImplementedError):
         TensorOps().stats(("T", 1.0))

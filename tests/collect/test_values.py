@@ -335,6 +335,45 @@ def test_seed_all_makes_runs_repeatable_and_removes_dropout():
     assert not torch.equal(F.dropout(torch.ones(1000), p=0.5, training=True), torch.ones(1000))
 
 
+def test_statistics_are_computed_once_per_tensor_across_flushes_without_keeping_it_alive(tmp_path, monkeypatch):
+    """Each API's output is the next one's input: its statistics are computed once although a flush falls
+    between the two calls, the cache lets a tensor die, and a change probe cannot see (``.data``, the code
+    between two steps) is never answered from the cache."""
+    import weakref
+
+    from probe_torch import PrecisionDebugger, ops
+
+    launched = []
+    original = ops._launch_stats
+    monkeypatch.setattr(ops, "_launch_stats", lambda tensor: launched.append(tensor.shape) or original(tensor))
+    x, w = torch.rand(64) + 1, torch.ones(8)
+    debugger = PrecisionDebugger(dump_path=str(tmp_path), level="L1")
+    debugger.start()
+    chain = [x]
+    for api in (torch.exp, torch.log, torch.sin, torch.cos, torch.tanh):
+        chain.append(api(chain[-1]))
+    assert len(launched) == len(chain)  # x and five outputs, each once
+    alive = weakref.ref(chain[2])
+    del chain[2]
+    assert alive() is None
+    torch.exp(w)
+    w.data.mul_(3)  # in place through another handle: w's version does not move
+    torch.exp(w)
+    debugger.stop()
+    w.data.mul_(2)  # between two steps, unrecorded
+    debugger.step()
+    debugger.start()
+    torch.exp(w)
+    debugger.stop()
+    debugger.step()
+    debugger.close()
+    first = load(tmp_path / "step0" / "rank0" / "dump.json")["data"]
+    exps = sorted((k for k in first if k.startswith("Torch.exp.")), key=lambda k: int(k.split(".")[2]))
+    assert [first[k]["input_args"][0]["Max"] for k in exps[-2:]] == [1.0, 3.0]
+    second = load(tmp_path / "step1" / "rank0" / "dump.json")["data"]
+    assert second["Torch.exp.0.forward"]["input_args"][0]["Max"] == 6.0
+
+
 def test_statistics_are_fetched_in_batches_not_per_value(tmp_path, monkeypatch):
     from probe_torch.ops import TorchTensorOps
 

@@ -319,7 +319,7 @@ class TorchCollector(CollectorBase):
     def _work_waited(self, work: Any) -> None:
         waiting = self._waiting.pop(work, None)
         if waiting is not None and waiting.done_one() and self.recording:
-            self.ops.new_batch()  # the communication changed the tensors without a version bump: no cached statistic
+            self.ops.values_changed()  # the communication changed the tensors without a version bump: no cached statistic
             self._guarded(waiting.finish)
 
     def recorded_output(self, api: str, args: tuple, kwargs: dict[str, Any], output: Any) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import torch
@@ -9,6 +10,8 @@ import torch
 from probe_core.collect.tensors import TensorOps
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
+#: Cached statistics are pruned of dead tensors when they grow past this (and then past twice the live ones).
+_SEEN_PRUNE = 1024
 
 
 class TorchTensorOps(TensorOps):
@@ -16,17 +19,21 @@ class TorchTensorOps(TensorOps):
 
     Statistics are launched on the tensor's device as 0-d tensors and fetched
     by :meth:`fetch_stats` with one ``torch.stack(...).tolist()`` per device.
-    A tensor seen twice in one batch (an API's output that is the next API's
-    input, a module output equal to its last API's output) is computed once,
-    unless it was modified in place in between (``_version``).
+    A tensor seen twice (an API's output that is the next API's input, a module
+    output equal to its last API's output) is computed once, unless it was
+    modified in place in between (``_version``). Those statistics are held by
+    weak reference, so they outlive a flush (the next call's input was the last
+    batch's output) but never keep a tensor alive; :meth:`values_changed` drops
+    them.
     """
 
     framework = "pytorch"
     tensor_suffix = ".pt"
-    capabilities = frozenset({"new_batch", "once_per_batch", "alias", "nbytes"})
+    capabilities = frozenset({"new_batch", "values_changed", "once_per_batch", "alias", "nbytes"})
 
     def __init__(self) -> None:
-        self._seen: dict[int, tuple[torch.Tensor, int, Any]] = {}
+        self._seen: dict[int, tuple[weakref.ref, int, Any]] = {}
+        self._seen_bound = _SEEN_PRUNE
         self._aliases: dict[int, tuple[torch.Tensor, int, torch.Tensor, int]] = {}
         self._once: dict[tuple[int, str], tuple[torch.Tensor, int, Any]] = {}
 
@@ -40,9 +47,16 @@ class TorchTensorOps(TensorOps):
         return tensor.requires_grad
 
     def new_batch(self) -> None:
-        self._seen = {}
         self._aliases = {}
         self._once = {}
+        if len(self._seen) > self._seen_bound:  # drop the statistics of dead tensors (amortised)
+            self._seen = {key: hit for key, hit in self._seen.items() if hit[0]() is not None}
+            self._seen_bound = max(_SEEN_PRUNE, 2 * len(self._seen))
+
+    def values_changed(self) -> None:
+        self._seen = {}
+        self._seen_bound = _SEEN_PRUNE
+        self.new_batch()
 
     def once_per_batch(self, tensor: torch.Tensor, kind: str, compute: Any) -> Any:
         """``compute()`` once per tensor, version and kind within a batch (a CRC, a saved file)."""
@@ -68,14 +82,14 @@ class TorchTensorOps(TensorOps):
         key = id(tensor)
         hit = self._seen.get(key)
         version = tensor._version
-        if hit is not None and hit[0] is tensor and hit[1] == version:
+        if hit is not None and hit[0]() is tensor and hit[1] == version:
             return hit[2]
         same = self._aliases.get(key)
         if same is not None and same[0] is tensor and same[1] == version and same[2]._version == same[3]:
             handle = self.stats(same[2])
         else:
             handle = _launch_stats(tensor)
-        self._seen[key] = (tensor, version, handle)
+        self._seen[key] = (weakref.ref(tensor), version, handle)
         return handle
 
     def fetch_stats(self, handles: list[Any]) -> list[tuple[Any, Any, Any, Any] | None]:

@@ -258,11 +258,13 @@ class CollectorBase:
         self.recording = self._await_forward = False
         self._uninstall()
         self.session.flush()
+        self.ops.values_changed()  # the code until the next start may change tensors unseen (``p.data``)
 
     def step(self) -> None:
         self.settle_backward(drop_rest=True)
         self._write_open_saves()
         self.session.end_step()
+        self.ops.values_changed()
         if self.session.all_steps_done:
             self.recording = self._await_forward = False
             self._uninstall()
@@ -350,7 +352,7 @@ class CollectorBase:
             catch = caught = None
             inplace = is_inplace(api, kwargs)
             if inplace:
-                self.ops.new_batch()  # cached statistics of the tensors it changes would go stale
+                self.ops.values_changed()  # cached statistics of the tensors it changes would go stale
             backward = session.wants_backward(name) and self.grad_enabled()
             if backward and not self.api_backward_by_node and (not inplace or self.backward_in_place(api, kwargs)):
                 args, kwargs, catch, caught = self._catch_inputs(name, args, kwargs)

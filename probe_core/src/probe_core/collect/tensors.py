@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Protocol
 STAT_KEYS = ("Max", "Min", "Mean", "Norm")
 
 #: The operations of :class:`TensorOps` a framework may leave out (the base class has neutral defaults).
-OPTIONAL_OPERATIONS = frozenset({"new_batch", "once_per_batch", "alias", "nbytes"})
+OPTIONAL_OPERATIONS = frozenset({"new_batch", "values_changed", "once_per_batch", "alias", "nbytes"})
 #: Operations the base class builds from the others (a framework overrides those instead).
 DERIVED_OPERATIONS = frozenset({"cached_checksum"})
 
@@ -27,13 +27,18 @@ class TensorOps:
     ``stats`` starts computing Max/Min/Mean/Norm on the tensor's own device
     and returns an opaque handle at once (no host sync); ``fetch_stats``
     resolves the handles of one batch with one host transfer. The engine
-    calls ``new_batch()`` before each such fetch (and before every in-place
-    call), so caches kept per batch never outlive the values they describe.
+    calls ``new_batch()`` before each such fetch, and ``values_changed()``
+    before every in-place call or collective and at the end of each step, so
+    no cache outlives the values it describes.
 
     The **optional** operations (:data:`OPTIONAL_OPERATIONS`) have neutral
     defaults, so the engine and data modes call them unconditionally:
 
     * ``new_batch()`` — forget per-batch caches (default: nothing to forget);
+    * ``values_changed()`` — tensors may have changed where the framework
+      cannot see it (an in-place call through another handle, a collective,
+      the code between two steps): forget every cached value (default:
+      ``new_batch()``);
     * ``once_per_batch(tensor, kind, compute)`` — ``compute()`` at most once
       per tensor (and version) and ``kind`` within a batch, later calls get the
       first result (default: ``compute()`` every time): one checksum per
@@ -96,6 +101,10 @@ class TensorOps:
 
     def new_batch(self) -> None:
         """Forget what was cached for the batch just fetched (statistics, checksums, aliases)."""
+
+    def values_changed(self) -> None:
+        """Tensors may have changed without the framework noticing: forget every cached value."""
+        self.new_batch()
 
     def once_per_batch(self, tensor: Any, kind: str, compute: Callable[[], Any]) -> Any:
         """``compute()``, at most once per tensor, version and ``kind`` within a batch where the framework can
