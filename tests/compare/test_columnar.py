@@ -180,3 +180,48 @@ def test_the_statistics_columns_equal_the_row_functions_on_edge_values():
         got = {name: values[i] for name, values in columns.items()}
         assert json.dumps(got, sort_keys=True) == json.dumps(expected, sort_keys=True), (a.stats, b.stats)
         assert json.dumps(errs[i]) == json.dumps(stats_discrepancy(a, b)), (a.stats, b.stats, b.shape)
+
+
+def _tricky_entries() -> list[tuple[str, dict]]:
+    """Entries the flat reader must hand to the full walk, or read exactly as it does: values of one type
+    standing in for another (``True == 1``, ``1.0 == 1``), NaN arguments, nulls, nesting, other key orders."""
+    tensor = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2, 3], "Max": 1.0, "Min": -1.0,
+              "Mean": 0.0, "Norm": 2.0, "requires_grad": False}
+    variants = [dict(tensor), dict(tensor, shape=[2, True]), dict(tensor, shape=[2.0, 3]), dict(tensor, shape=[-2, 3]),
+                dict(tensor, requires_grad=1), dict(tensor, requires_grad=True), dict(tensor, requires_grad=None), dict(tensor, Max=True),
+                dict(tensor, Mean=None), dict(tensor, Norm="2.0"), dict(tensor, dtype=None), dict(tensor, shape="23"),
+                dict(tensor, shape=[[2], 3]), dict(tensor, type="int"), dict(tensor, type=None),
+                {k: tensor[k] for k in reversed(tensor)}, dict(tensor, data_name="x.pt"),
+                {"type": "int", "value": 1}, {"type": "int", "value": True}, {"type": "float", "value": 1.0}, {"type": "float", "value": 1},
+                {"type": "float", "value": float("nan")}, {"type": "float", "value": -0.0},
+                {"type": "torch.Tensor", "value": 1}, {"type": "str", "value": "x"}, {"type": "int", "value": [1]}]
+    entries = []
+    for i, leaf in enumerate(variants):
+        entries.append((f"Functional.f.{i}.forward", {"input_args": [tensor, leaf], "input_kwargs": {},
+                                                       "output": [tensor]}))
+        entries.append((f"Functional.g.{i}.forward", {"input_args": [leaf], "input_kwargs": {"eps": leaf},
+                                                       "output": [[tensor, leaf]]}))
+        entries.append((f"Functional.h.{i}.forward", {"input_args": None, "output": {"type": "x"}}))
+        entries.append((f"Module.m.M.forward.{i}", {"input_args": [], "input_kwargs": {"type": "x", "a": leaf},
+                                                    "output": [leaf], "parameters": {"weight": tensor}}))
+        entries.append((f"Module.m.M.parameters_grad.{i}", {"weight": leaf}))
+    return entries
+
+
+def test_the_flat_reader_gives_the_forms_of_the_full_walk():
+    """Every entry of the fixtures, their mutated copies and the tricky entries gets the same compact form
+    (the same signature object, the same statistics) as the full walk alone gives it, read in any order."""
+    from probe_core.compare.columnar import Forms
+
+    entries = _tricky_entries()
+    for dump in DUMPS:
+        data = json.loads((dump / "dump.json").read_text())
+        entries += list(data["data"].items()) + list(_mutate(data)["data"].items())
+    for order in (entries, entries[::-1], entries + entries):
+        forms = Forms()
+        for name, value in order:
+            got = forms(name, value)
+            walked = forms._walked(name, value)
+            assert repr(got) == repr(walked), (name, value)
+            assert got is None or got[0] is walked[0], (name, value)
+    assert forms.by_key, "the flat reader read no entry"

@@ -24,31 +24,57 @@ dump). The core holds no arrays itself: the columns are the mode's (the statisti
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from probe_core.compare.judge import RowLayout
 from probe_core.compare.rules import PASS, RowResult, _is_redundant, api_op
 from probe_core.dump import DumpEntry, EntryRef, RankDump
 from probe_core.dump.leaves import SECTIONS, TensorMeta
 from probe_core.modes import DataMode
 
-#: one plain entry's compared rows and each row's discrepancy
-Plain = tuple[list[RowResult], list[float]]
 #: an entry's compact form: (interned signature, its statistics: four numbers per leaf)
 Form = tuple[tuple, tuple]
 MAX_FORM_DEPTH = 16  # deeper nesting takes the row path (leaves_of walks up to 64 levels)
 
 
+TENSOR_KEYS = ("type", "dtype", "shape", "Max", "Min", "Mean", "Norm", "requires_grad")  # a tensor leaf, as written
+ARGUMENT_KEYS = ("type", "value")  # a number argument
+_ABSENT = object()
+
+
 class Forms:
-    """Reads entries into compact forms; one per compare, so that equal signatures are one object."""
+    """Reads entries into compact forms; one per compare, so that equal signatures are one object.
+
+    Most entries are flat: lists (or a dict) of leaves whose keys are exactly :data:`TENSOR_KEYS` or
+    :data:`ARGUMENT_KEYS`, in that order. Such an entry is read by :func:`_flat`, which gathers what the
+    signature depends on into a key without building it; a key seen before names its signature. Any other
+    entry, and the first of each key, is read by the full walk (:func:`_walk`), which alone decides what is
+    sound: a key is remembered only for an entry the walk accepted."""
 
     def __init__(self) -> None:
         self.signatures: dict[tuple, tuple] = {}
         self.plain: set[int] = set()  # ids of the signatures a plain entry can have (leaves, unique names)
+        self.by_key: dict[tuple, tuple] = {}  # _flat's key -> its signature
 
     def __call__(self, name: str, data: Any) -> Form | None:
         """The compact form of entry ``name`` (its dump.json value ``data``), ``None`` when it has none."""
         if type(data) is not dict or name.endswith(".debug"):
             return None
+        flat = _flat(data) if ".parameters_grad" not in name else None
+        if flat is not None:
+            try:
+                signature = self.by_key.get(flat[0])
+            except TypeError:  # an unhashable dtype or shape item: the walk says why it is no form
+                flat = signature = None
+            if signature is not None:
+                return signature, flat[1]
+        form = self._walked(name, data)
+        if flat is not None and form is not None:
+            self.by_key[flat[0]] = form[0]
+        return form
+
+    def _walked(self, name: str, data: dict) -> Form | None:
         descs: list[tuple] = []
         stats: list[Any] = []
         if ".parameters_grad" in name and not any(key in data for key, _, _ in SECTIONS):
@@ -65,6 +91,56 @@ class Forms:
             if found and len({desc[0] for desc in found}) == len(found):
                 self.plain.add(id(signature))
         return signature, tuple(stats)
+
+
+def _flat(data: dict) -> tuple[tuple, tuple] | None:
+    """(key, statistics) of a flat entry, ``None`` for any other. The key holds every field the signature
+    depends on (types with the values where equal values of two types would compare equal: ``True == 1``);
+    the statistics are checked here, being no part of the key."""
+    key: list[Any] = []
+    stats: list[Any] = []
+    for section, _, _ in SECTIONS:
+        value = data.get(section, _ABSENT)
+        if value is _ABSENT:
+            continue
+        kind = value.__class__
+        if kind is list:
+            items: Any = value
+        elif kind is dict:
+            items = value.values()
+        else:
+            return None
+        if not items:
+            continue
+        key.append(section)
+        if kind is dict:
+            key.append(tuple(value))
+        for item in items:
+            if item.__class__ is not dict:
+                return None
+            fields = tuple(item)
+            if fields == TENSOR_KEYS:
+                leaf_type, dtype, shape, high, low, mean, norm, grad = item.values()
+                if shape.__class__ is not list or (grad is not None and grad.__class__ is not bool):
+                    return None
+                for size in shape:
+                    if size.__class__ is not int:
+                        return None
+                for number in (high, low, mean, norm):
+                    if number.__class__ is not float and number.__class__ is not int:
+                        return None
+                key.append((leaf_type, dtype, tuple(shape), grad))
+                stats += (high, low, mean, norm)
+            elif fields == ARGUMENT_KEYS:
+                leaf_type, number = item.values()
+                number_kind = number.__class__
+                if number_kind is not float and number_kind is not int:
+                    return None
+                key.append((leaf_type, number_kind, number))
+                stats += (number, number, number, number)
+            else:
+                return None
+    return tuple(key), tuple(stats)
 
 
 def _walk(node: Any, suffix: str, role: str, index_lists: bool, depth: int, descs: list, stats: list) -> bool:
@@ -127,6 +203,24 @@ def _leaf(node: dict, leaf_type: str, suffix: str, role: str, descs: list, stats
     return True
 
 
+@dataclass(slots=True)
+class Plain:
+    """A plain entry the columnar path compared: its leaf pairs, each row's metric values (in ``names``
+    order, the comparators' columns), each row's discrepancy and its signature's :class:`RowLayout`.
+    ``probe compare`` renders its rows from these directly; :meth:`rows` gives the :class:`RowResult` rows
+    the row path would have."""
+
+    layout: RowLayout
+    leaves: list[tuple[TensorMeta, TensorMeta]]
+    metrics: list[tuple]
+    errs: list[float]
+    names: tuple[str, ...]
+
+    def rows(self) -> list[RowResult]:
+        names = self.names
+        return [RowResult(a, b, dict(zip(names, values)), PASS) for (a, b), values in zip(self.leaves, self.metrics)]
+
+
 def _leaves(name: str, form: Form) -> list[TensorMeta]:
     """The :class:`TensorMeta` leaves of a compact form (as :meth:`DumpEntry.leaves` gives them)."""
     signature, stats = form
@@ -155,6 +249,7 @@ class ColumnarCompare:
                        and type(mode).columns is not DataMode.columns)
         self.forms = Forms()
         self.bench_forms: list[Form | None] = []
+        self.layouts: dict[int, RowLayout] = {}  # id(signature) -> its layout (Forms keeps the signatures)
 
     def index(self, bench: RankDump) -> list[EntryRef]:
         """The bench's index; when the path is active, with each entry's compact form from the same pass."""
@@ -184,23 +279,29 @@ class ColumnarCompare:
             found.append(self._leaf_pairs(npu, bench.name, theirs) if theirs is not None else None)
         return self._plain(found)
 
-    def _leaf_pairs(self, npu: DumpEntry, bench_name: str, theirs: Form) -> list[tuple[TensorMeta, TensorMeta]] | None:
-        """The leaf pairs of a plain entry (``theirs``: its bench's form), ``None`` when it is not plain."""
+    def _leaf_pairs(self, npu: DumpEntry, bench_name: str,
+                    theirs: Form) -> tuple[RowLayout, list[tuple[TensorMeta, TensorMeta]]] | None:
+        """The layout and leaf pairs of a plain entry (``theirs``: its bench's form), ``None`` when it is not
+        plain."""
         ours = self.forms(npu.name, npu.data)
         if ours is None or ours[0] is not theirs[0] or id(ours[0]) not in self.forms.plain \
                 or _is_redundant(api_op(npu.name)):
             return None
-        return list(zip(_leaves(npu.name, ours), _leaves(bench_name, theirs)))
+        pairs = list(zip(_leaves(npu.name, ours), _leaves(bench_name, theirs)))
+        layout = self.layouts.get(id(ours[0]))
+        if layout is None:
+            layout = self.layouts[id(ours[0])] = RowLayout.of(pairs)
+        return layout, pairs
 
-    def _plain(self, leaves: list[list[tuple[TensorMeta, TensorMeta]] | None]) -> list[Plain | None]:
-        rows = [pair for found in leaves if found is not None for pair in found]
+    def _plain(self, leaves: list[tuple[RowLayout, list[tuple[TensorMeta, TensorMeta]]] | None]) -> list[Plain | None]:
+        rows = [pair for found in leaves if found is not None for pair in found[1]]
         if not rows:
             return [None] * len(leaves)
         computed = self._columns(rows)
         if computed is None:
             return [None] * len(leaves)
         columns, errs = computed
-        names = list(columns)
+        names = tuple(columns)
         values = list(zip(*(columns[name] for name in names))) if names else [()] * len(rows)
         out: list[Plain | None] = []
         at = 0
@@ -208,9 +309,9 @@ class ColumnarCompare:
             if found is None:
                 out.append(None)
                 continue
-            end = at + len(found)
-            out.append(([RowResult(a, b, dict(zip(names, values[i])), PASS) for i, (a, b) in
-                         enumerate(found, start=at)], errs[at:end]))
+            layout, pairs = found
+            end = at + len(pairs)
+            out.append(Plain(layout, pairs, values[at:end], errs[at:end], names))
             at = end
         return out
 

@@ -27,7 +27,7 @@ from probe_core.compare.comparator import LeafPair, LoadedComparator, known_mode
 from probe_core.compare.mapping import (NameMap, builtin_map, consistent_check_map, load_api_mapping,
                                        load_cell_mapping, load_data_mapping, load_mapping)
 from probe_core.compare.postprocess import load_postprocess
-from probe_core.compare.judge import EntryFacts, Finding, NoiseReference, entry_facts
+from probe_core.compare.judge import EntryFacts, Finding, NoiseReference, entry_facts, plain_facts
 from probe_core.compare.match import Match, Matcher, match_entries
 from probe_core.compare.rules import ERROR, PASS, UNMATCHED, WARNING, RowResult, judge_entry, worst
 from probe_core.compare.verdicts import JobAnswer, StepFacts, first_of_job, judge_job
@@ -82,7 +82,8 @@ class EntryOutcome:
     bench_entry: DumpEntry | None = None
     facts: EntryFacts | None = None
     rendered: list[list[Any]] = field(default_factory=list)
-    row_results: list[str] = field(default_factory=list)
+    results: tuple[str, ...] = ()  # each rendered row's result
+    text: str | None = None  # the rendered rows as CSV text (when the CSV alone is written), ``rendered`` then empty
 
 
 @dataclass
@@ -172,9 +173,8 @@ def compare_entry(npu: DumpEntry | None, bench: DumpEntry | None, mode: DataMode
 def plain_outcome(npu: DumpEntry, bench_name: str, plain: Plain, mode: DataMode) -> EntryOutcome:
     """The outcome of an entry the columnar path compared (:class:`~probe_core.compare.columnar.ColumnarCompare`):
     what :func:`compare_entry` gives for it."""
-    rows, errs = plain
-    facts = entry_facts(npu.name, npu.index, npu.parent, PASS, rows, mode, bench_name=bench_name, errs=errs)
-    return EntryOutcome(npu.name, npu.index, PASS, rows, npu, None, facts)
+    facts = plain_facts(npu.name, npu.index, npu.parent, bench_name, plain.layout, plain.leaves, plain.errs, mode)
+    return EntryOutcome(npu.name, npu.index, PASS, plain.rows(), npu, None, facts)
 
 
 def _check_leaves(rows: list[RowResult], npu: DumpEntry | None, bench: DumpEntry | None, lenient: bool) -> None:
@@ -254,6 +254,49 @@ def render_rows(outcome: EntryOutcome, columns: Sequence[str], percent: frozense
         yield [na if v is None else v for v in values]
 
 
+@lru_cache(maxsize=8)
+def _plain_plan(metric_cols: tuple[str, ...], extra_cols: tuple[str, ...], percent: frozenset[str],
+                names: tuple[str, ...]) -> tuple[tuple[tuple[int, bool], ...], tuple[tuple[int, bool], ...]]:
+    """Where each metric and extra column's value sits in a plain entry's metric tuple (-1: absent), and
+    whether it is shown in percent."""
+    at = {name: i for i, name in enumerate(names)}
+    return (tuple((at.get(col, -1), col in percent) for col in metric_cols),
+            tuple((at.get(col, -1), col in percent) for col in extra_cols))
+
+
+def render_plain(npu: DumpEntry, plain: Plain, columns: Sequence[str], percent: frozenset[str]) -> list[list[Any]]:
+    """:func:`render_rows` of an entry the columnar path compared: its rows all pass, both sides have the
+    same signature (dtypes, shapes, requires_grad), and every statistic is a number."""
+    metric_cols, has_stats, has_data_name, extra_cols = _layout(tuple(columns))
+    metric_plan, extra_plan = _plain_plan(metric_cols, extra_cols, percent, plain.names)
+    na, fmt = output.NA, output.format_value
+    tail_name = [str(["-1", "-1"])] if has_data_name else []
+    out = []
+    for i, ((a, b), values) in enumerate(zip(plain.leaves, plain.metrics)):
+        grad = a.requires_grad
+        shape = _shape_text(a.shape)
+        row = [a.name, b.name, a.dtype, b.dtype, shape, shape, na if grad is None else grad,
+               na if grad is None else grad]
+        for at, is_percent in metric_plan:
+            value = values[at] if at >= 0 else None
+            if value is None:
+                value = na
+            elif is_percent and value.__class__ is float:
+                value = "0%" if value == 0.0 else fmt(value, True)
+            row.append(value)
+        if has_stats:
+            row += a.stats
+            row += b.stats
+        row += (na if grad is None else True, PASS, na,
+                str(list(npu.stack)) if i == 0 and npu.stack else na)
+        row += tail_name
+        for at, is_percent in extra_plan:
+            value = values[at] if at >= 0 else None
+            row.append(na if value is None else fmt(value, True) if is_percent and value.__class__ is float else value)
+        out.append(row)
+    return out
+
+
 # -- one rank pair ------------------------------------------------------------------------
 
 _WORKER: dict[str, Any] = {}
@@ -262,13 +305,14 @@ _WORKER: dict[str, Any] = {}
 def _finish(npu: DumpEntry | None, bench: DumpEntry | EntryRef | None, plain: Plain | None = None) -> EntryOutcome:
     """Compare one entry pair (``plain``: the columnar path's rows of it, ``bench`` then its ref) and render
     its rows; the outcome keeps plain rows, not objects."""
-    if plain is None:
-        outcome = compare_entry(npu, bench, _WORKER["mode"], _WORKER["comparators"], _WORKER["lenient"],  # type: ignore[arg-type]
-                                _WORKER["name_map"], _WORKER["postprocess"], _WORKER["rules"])
-    else:
-        outcome = plain_outcome(npu, bench.name, plain, _WORKER["mode"])  # type: ignore[arg-type, union-attr]
+    if plain is not None:  # type: ignore[union-attr]: npu and bench are both there
+        facts = plain_facts(npu.name, npu.index, npu.parent, bench.name, plain.layout, plain.leaves,  # type: ignore
+                            plain.errs, _WORKER["mode"])
+        return EntryOutcome(npu.name, npu.index, PASS, [], _light(npu), None, facts,  # type: ignore[union-attr]
+                            render_plain(npu, plain, _WORKER["columns"], _WORKER["percent"]))  # type: ignore[arg-type]
+    outcome = compare_entry(npu, bench, _WORKER["mode"], _WORKER["comparators"], _WORKER["lenient"],  # type: ignore[arg-type]
+                            _WORKER["name_map"], _WORKER["postprocess"], _WORKER["rules"])
     outcome.rendered = list(render_rows(outcome, _WORKER["columns"], _WORKER["percent"]))
-    outcome.row_results = [row.result for row in outcome.rows]
     outcome.rows = []
     outcome.npu_entry = _light(outcome.npu_entry)
     outcome.bench_entry = _light(outcome.bench_entry)
@@ -280,8 +324,21 @@ def _finish_chunk(pairs: Sequence[tuple[DumpEntry | None, EntryRef | None]]) -> 
     (their bench entry loaded by its span)."""
     bench: RankDump = _WORKER["bench"]
     plain = _WORKER["columnar"].compare(pairs)
-    return [_finish(npu, ref, found) if found is not None else
-            _finish(npu, bench.load(ref) if ref is not None else None) for (npu, ref), found in zip(pairs, plain)]
+    return _spoolable([_finish(npu, ref, found) if found is not None else
+                       _finish(npu, bench.load(ref) if ref is not None else None)
+                       for (npu, ref), found in zip(pairs, plain)])
+
+
+def _spoolable(outcomes: list[EntryOutcome]) -> list[EntryOutcome]:
+    """Note each row's result; when the CSV alone is written, format the rows here (in the worker process,
+    with ``--workers``): the spool keeps the text."""
+    at = _WORKER["result_at"]
+    for outcome in outcomes:
+        outcome.results = tuple(row[at] for row in outcome.rendered)
+    if not _WORKER["xlsx"]:
+        for outcome, text in zip(outcomes, output.csv_texts([o.rendered for o in outcomes])):
+            outcome.text, outcome.rendered = text, []
+    return outcomes
 
 
 def _compare_chunk(chunk: Sequence[Match]) -> list[EntryOutcome]:
@@ -300,8 +357,7 @@ def _stream_outcomes(matcher: Matcher) -> Iterator[EntryOutcome]:
             yield from _finish_chunk(chunk)
             chunk = []
     yield from _finish_chunk(chunk)
-    for ref in matcher.unmatched_bench():
-        yield _finish(None, bench.load(ref))
+    yield from _spoolable([_finish(None, bench.load(ref)) for ref in matcher.unmatched_bench()])
 
 
 def _light(entry: DumpEntry | None) -> DumpEntry | None:
@@ -464,7 +520,8 @@ def compare_ranks(target: RankDump, bench: RankDump, registry, options: CompareO
     done = 0
     _WORKER.update(target=target, bench=bench, mode=mode, comparators=comparators, lenient=options.lenient,
                    columns=columns, percent=percent, name_map=name_map, rules=options.rules,
-                   postprocess=columnar.postprocess, columnar=columnar)
+                   postprocess=columnar.postprocess, columnar=columnar, xlsx=options.xlsx,
+                   result_at=columns.index("Result"))
     spool = output.RowSpool(stem)
     try:
         for outcome in outcomes:
@@ -472,7 +529,8 @@ def compare_ranks(target: RankDump, bench: RankDump, registry, options: CompareO
                 unmatched["target" if outcome.npu_entry is not None else "bench"].append(outcome.name)
             if outcome.facts is not None:
                 facts.append(outcome.facts)
-            spool.add(outcome.facts.index if outcome.facts is not None else outcome.index, outcome.rendered)
+            spool.add(outcome.facts.index if outcome.facts is not None else outcome.index, outcome.results,
+                      outcome.text if outcome.text is not None else outcome.rendered)
             done += 1
             if advance and done % 64 == 0:
                 advance(64)
@@ -501,17 +559,20 @@ def write_rank(pending: PendingRank, options: CompareOptions) -> RankResult:
     row_counts = dict(counts)
     names = {f.index: f.name for f in pending.facts} if options.tensor_log else {}
     try:
-        for index, rows in output.RowSpool.read(pending.spool):
+        for index, results, rows in output.RowSpool.read(pending.spool):
             finding = pending.errors.get(index)
-            if finding is not None and finding.kind != "rules":  # the rules marked their rows themselves
-                _mark(rows, finding, result_at, message_at)
+            judged = finding is not None and finding.kind != "rules"  # the rules marked their rows themselves
+            if type(rows) is str:
+                if not (judged or index in pending.accepted or options.tensor_log):
+                    writer.write_text(rows)
+                    _count(results, counts, row_counts)
+                    continue
+                rows = output.csv_rows(rows)
+            if judged:
+                _mark(rows, finding, result_at, message_at)  # type: ignore[arg-type]
             elif index in pending.accepted:
                 _accept(rows, result_at, message_at)
-            results = [row[result_at] for row in rows]
-            for result in results:
-                row_counts[result] += 1
-            entry_result = UNMATCHED if UNMATCHED in results else worst(r for r in results if r != UNMATCHED)
-            counts[entry_result] += 1
+            entry_result = _count([row[result_at] for row in rows], counts, row_counts)
             if options.tensor_log:  # after the job's verdicts, so the log says what the CSV says
                 output.log_outcome(names.get(index, f"entry {index}"), entry_result, rows, pending.columns)
             writer.write_rows(rows)
@@ -524,6 +585,15 @@ def write_rank(pending: PendingRank, options: CompareOptions) -> RankResult:
                       str(writer.xlsx_path) if writer.xlsx_path else None, str(pending.target[0]),
                       str(pending.bench[0]), partial=pending.partial, step=pending.step, rank_id=pending.rank,
                       mode=pending.mode)
+
+
+def _count(results: Sequence[str], counts: dict[str, int], row_counts: dict[str, int]) -> str:
+    """Count an entry's rows and the entry by its worst row; return the entry's result."""
+    for result in results:
+        row_counts[result] += 1
+    entry_result = UNMATCHED if UNMATCHED in results else worst(r for r in results if r != UNMATCHED)
+    counts[entry_result] += 1
+    return entry_result
 
 
 def _mark(rows: list[list[Any]], finding: Finding, result_at: int, message_at: int) -> None:

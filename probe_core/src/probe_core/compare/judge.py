@@ -58,10 +58,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from probe_core.compare.rules import ERROR, normalize_dtype
+from probe_core.compare.rules import ERROR, PASS, RowResult, normalize_dtype
 
 if TYPE_CHECKING:  # pragma: no cover
-    from probe_core.compare.rules import RowResult
+    from probe_core.dump.leaves import TensorMeta
     from probe_core.modes import DataMode
 
 #: unit roundoff of each float dtype (half an ulp at 1)
@@ -147,11 +147,6 @@ def _kind(name: str) -> str:
     return "other"
 
 
-def _short(row: RowResult, entry: str) -> str:
-    leaf = row.npu or row.bench
-    return leaf.name[len(entry) + 1:] if leaf is not None and leaf.name.startswith(entry) else ""
-
-
 def _stats_key(leaf: Any) -> tuple | None:
     if leaf is None or not leaf.is_tensor or leaf.shape is None:
         return None
@@ -159,51 +154,104 @@ def _stats_key(leaf: Any) -> tuple | None:
 
 
 def entry_facts(name: str, index: int, parent: str | None, result: str, rows: Sequence[RowResult],
-                mode: DataMode, side: str | None = None, bench_name: str | None = None,
-                errs: Sequence[float | None] | None = None) -> EntryFacts:
-    """The judge's view of one compared entry (``rows`` after the rules ran); ``errs``: each row's
-    discrepancy when it is known already (the columnar compare computed it)."""
+                mode: DataMode, side: str | None = None, bench_name: str | None = None) -> EntryFacts:
+    """The judge's view of one compared entry (``rows`` after the rules ran)."""
     facts = EntryFacts(index, name, parent, _kind(name), result, side=side, bench_name=bench_name)
     if side is not None:
         return facts
     if result == ERROR:
         facts.message = next((row.err_message for row in rows if row.result == ERROR), "")
-    worst_in = worst_out = -1.0
-    outs, ins = [], []
-    for pos, row in enumerate(rows):
-        npu, bench = row.npu, row.bench
-        if npu is None or bench is None or not npu.is_tensor or not bench.is_tensor:
-            continue
-        role = row.role
-        _note_dtypes(facts, npu.dtype, bench.dtype, role in ("output", "parameters_grad", "debug"))
-        err = mode.discrepancy(row) if errs is None else errs[pos]
-        if err is None:
-            continue
-        if role in ("parameters", "input"):
-            facts.inputs.append((pos, err))
-        if role == "parameters":
-            facts.param_err = max(facts.param_err, err)
-            if err > worst_in:
-                worst_in, facts.worst_input = err, f"{_short(row, name)}: {_why(row, mode)}"
-        elif role == "input":
-            facts.in_err = max(facts.in_err, err)
-            if err > 0:  # only a differing input can have been changed in place
-                ins.append((err, _stats_key(npu)))
-            if err > worst_in:
-                worst_in, facts.worst_input = err, f"{_short(row, name)}: {_why(row, mode)}"
-        elif role in ("output", "parameters_grad", "debug"):
-            facts.out_err = max(facts.out_err, err)
-            facts.outputs.append((pos, err))
-            facts.roundoff = max(facts.roundoff, roundoff(npu.dtype), roundoff(bench.dtype))
-            outs.append(_stats_key(npu))
-            if err > worst_out:
-                worst_out, facts.worst_output = err, f"{_short(row, name)}: {_why(row, mode)}"
-    facts.stats_out = tuple(outs)
-    facts.stats_in = tuple(key for _, key in sorted(ins, key=lambda item: -item[0]))
+    pairs = [(row.npu, row.bench) for row in rows]
+    layout = RowLayout.of(pairs)
+    errs: list[float | None] = [None] * len(rows)
+    for pos, _, _ in layout.tensors:
+        errs[pos] = mode.discrepancy(rows[pos])
+    _measure(facts, layout, pairs, errs, mode)
     return facts
 
 
-def _note_dtypes(facts: EntryFacts, target: Any, bench: Any, output: bool) -> None:
+def plain_facts(name: str, index: int, parent: str | None, bench_name: str, layout: RowLayout,
+                pairs: Sequence[tuple[TensorMeta, TensorMeta]], errs: Sequence[float | None],
+                mode: DataMode) -> EntryFacts:
+    """:func:`entry_facts` of an entry whose rows all pass, from its layout, leaf pairs and each row's
+    discrepancy (the columnar compare computed them, and keeps one layout per signature)."""
+    facts = EntryFacts(index, name, parent, _kind(name), PASS, bench_name=bench_name)
+    _measure(facts, layout, pairs, errs, mode)
+    return facts
+
+
+PARAMETERS, INPUT, OUTPUT = 0, 1, 2
+_ROLE_CODES = {"parameters": PARAMETERS, "input": INPUT, "output": OUTPUT, "parameters_grad": OUTPUT,
+               "debug": OUTPUT}
+
+
+@dataclass(frozen=True, slots=True)
+class RowLayout:
+    """What the judge reads of an entry's rows before their values: which rows hold a tensor on both sides
+    (position, role code, the coarser unit roundoff of the two), and what the dtypes say (the coarsest target
+    output dtype; the coarsest target dtype below its bench's, and its roundoff)."""
+
+    tensors: tuple[tuple[int, int, float], ...]
+    target_dtype: str = ""
+    lowered: str = ""
+    lowered_u: float = 0.0
+
+    @classmethod
+    def of(cls, pairs: Sequence[tuple[TensorMeta | None, TensorMeta | None]]) -> RowLayout:
+        tensors = []
+        notes = _DtypeNotes()
+        for pos, (npu, bench) in enumerate(pairs):
+            if npu is None or bench is None or not npu.is_tensor or not bench.is_tensor:
+                continue
+            code = _ROLE_CODES.get(npu.role, -1)
+            _note_dtypes(notes, npu.dtype, bench.dtype, code == OUTPUT)
+            tensors.append((pos, code, max(roundoff(npu.dtype), roundoff(bench.dtype))))
+        return cls(tuple(tensors), notes.target_dtype, notes.lowered, notes.lowered_u)
+
+
+class _DtypeNotes:
+    target_dtype, lowered, lowered_u = "", "", 0.0
+
+
+def _measure(facts: EntryFacts, layout: RowLayout, pairs: Sequence[tuple[TensorMeta | None, TensorMeta | None]],
+             errs: Sequence[float | None], mode: DataMode) -> None:
+    """How far apart the entry's inputs, parameters and outputs are (``errs``: each row's discrepancy)."""
+    facts.target_dtype, facts.lowered, facts.lowered_u = layout.target_dtype, layout.lowered, layout.lowered_u
+    worst_in = worst_out = -1.0
+    at_in = at_out = -1
+    outs, ins = [], []
+    for pos, code, unit in layout.tensors:
+        err = errs[pos]
+        if err is None:
+            continue
+        if code == OUTPUT:
+            if err > facts.out_err:
+                facts.out_err = err
+            facts.outputs.append((pos, err))
+            if unit > facts.roundoff:
+                facts.roundoff = unit
+            outs.append(_stats_key(pairs[pos][0]))
+            if err > worst_out:
+                worst_out, at_out = err, pos
+        elif code >= 0:
+            facts.inputs.append((pos, err))
+            if code == PARAMETERS:
+                facts.param_err = max(facts.param_err, err)
+            else:
+                facts.in_err = max(facts.in_err, err)
+                if err > 0:  # only a differing input can have been changed in place
+                    ins.append((err, _stats_key(pairs[pos][0])))
+            if err > worst_in:
+                worst_in, at_in = err, pos
+    if at_in >= 0:
+        facts.worst_input = _why(facts.name, pairs[at_in], mode)
+    if at_out >= 0:
+        facts.worst_output = _why(facts.name, pairs[at_out], mode)
+    facts.stats_out = tuple(outs)
+    facts.stats_in = tuple(key for _, key in sorted(ins, key=lambda item: -item[0]))
+
+
+def _note_dtypes(facts: Any, target: Any, bench: Any, output: bool) -> None:
     """Keep the coarsest target output dtype, and the coarsest target dtype below its bench's."""
     u_target, u_bench = roundoff(target), roundoff(bench)
     if output and u_target > roundoff(facts.target_dtype or None):
@@ -212,8 +260,11 @@ def _note_dtypes(facts: EntryFacts, target: Any, bench: Any, output: bool) -> No
         facts.lowered_u, facts.lowered = u_target, f"{normalize_dtype(target)} vs {normalize_dtype(bench)}"
 
 
-def _why(row: RowResult, mode: DataMode) -> str:
-    return mode.differs(row) or "agrees"
+def _why(entry: str, pair: tuple[Any, Any], mode: DataMode) -> str:
+    """``input.1: Norm 2.1 vs 2.0``: a row's leaf name within its entry, and why its sides differ."""
+    npu, bench = pair
+    short = npu.name[len(entry) + 1:] if npu.name.startswith(entry) else ""
+    return f"{short}: {mode.differs(RowResult(npu, bench)) or 'agrees'}"
 
 
 # -- a noise reference ----------------------------------------------------------------------------

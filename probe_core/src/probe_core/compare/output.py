@@ -12,6 +12,7 @@ more go on ``compare_result2``, ...).
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import os
@@ -77,7 +78,11 @@ def format_value(value: Any, percent: bool = False) -> Any:
 class RowSpool:
     """Rows of a rank pair waiting for the job's verdicts: pickled a batch of entries at a time to a private
     file beside the results, read back once by :func:`probe_core.compare.engine.write_rank`, then removed.
-    probe reads only the spools it wrote itself in this run."""
+    probe reads only the spools it wrote itself in this run.
+
+    Each entry is spooled as (key, each row's result, its rows): the rows as CSV text already formatted
+    (:func:`csv_texts`; written as they are unless the job's verdicts change a row), or as values when the
+    XLSX, which types its cells, is written too."""
 
     BATCH = 256  # entries per pickle
 
@@ -85,10 +90,10 @@ class RowSpool:
         handle, name = tempfile.mkstemp(prefix=f".{stem.name}.", suffix=".rows", dir=stem.parent)
         self.path = Path(name)
         self._file = os.fdopen(handle, "wb")
-        self._batch: list[tuple[int, list[list[Any]]]] = []
+        self._batch: list[tuple[int, tuple[str, ...], str | list[list[Any]]]] = []
 
-    def add(self, key: int, rows: list[list[Any]]) -> None:
-        self._batch.append((key, rows))
+    def add(self, key: int, results: tuple[str, ...], rows: str | list[list[Any]]) -> None:
+        self._batch.append((key, results, rows))
         if len(self._batch) >= self.BATCH:
             self._flush()
 
@@ -108,13 +113,30 @@ class RowSpool:
         self.path.unlink(missing_ok=True)
 
     @staticmethod
-    def read(path: Path) -> Iterator[tuple[int, list[list[Any]]]]:
+    def read(path: Path) -> Iterator[tuple[int, tuple[str, ...], str | list[list[Any]]]]:
         with open(path, "rb") as file:
             while True:
                 try:
                     yield from pickle.load(file)  # noqa: S301 - the spool this run wrote, in a private temp file
                 except EOFError:
                     return
+
+
+def csv_texts(entries: Sequence[Sequence[Sequence[Any]]]) -> list[str]:
+    """Each entry's rows as the result CSV holds them (formatted in one buffer for the lot)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    ends = []
+    for rows in entries:
+        writer.writerows(rows)
+        ends.append(buffer.tell())
+    text = buffer.getvalue()
+    return [text[start:end] for start, end in zip([0, *ends], ends)]
+
+
+def csv_rows(text: str) -> list[list[Any]]:
+    """The rows of :func:`csv_texts`'s text, as strings (written again, they give the same text)."""
+    return list(csv.reader(io.StringIO(text, newline="")))
 
 
 class RowWriter:
@@ -134,6 +156,11 @@ class RowWriter:
         self._csv.writerow(row)
         if self._book is not None:
             self._book.write(row, row[self.result_at])
+
+    def write_text(self, text: str) -> None:
+        """Rows formatted by :func:`csv_texts` (the CSV alone is written)."""
+        assert self._book is None, "rows for the XLSX too are written as values"
+        self._csv_file.write(text)
 
     def write_rows(self, rows: Sequence[list[Any]]) -> None:
         self._csv.writerows(rows)
