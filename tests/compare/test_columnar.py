@@ -225,3 +225,22 @@ def test_the_flat_reader_gives_the_forms_of_the_full_walk():
             assert repr(got) == repr(walked), (name, value)
             assert got is None or got[0] is walked[0], (name, value)
     assert forms.by_key, "the flat reader read no entry"
+
+
+def test_rows_spooled_as_text_give_the_csv_of_rows_spooled_as_values(tmp_path, monkeypatch):
+    """With the CSV alone, rows wait for the job's verdicts as CSV text (an entry a verdict changes is
+    parsed back, marked and written again); with --xlsx they wait as values. Both CSVs are the same."""
+    from probe_core.compare import output
+
+    parsed, original = [], output.csv_rows
+    monkeypatch.setattr(output, "csv_rows", lambda text: parsed.append(text) or original(text))
+    for dump in DUMPS:
+        where = tmp_path / dump.relative_to(FIXTURES).parts[0]
+        target, bench = _mutated_pair(where, dump)
+        texts = []
+        for xlsx in (False, True):
+            summary = run_compare(CompareOptions(target, bench, where / f"out{xlsx}", progress=False,
+                                                 stamp="20260101000000", xlsx=xlsx), load_registry())
+            texts.append(Path(summary["ranks"][0]["csv"]).read_text())
+        assert texts[0] == texts[1], dump
+    assert parsed  # entries the job's verdicts changed were parsed back, marked and written again
