@@ -10,7 +10,6 @@ stream to the CSV/XLSX writers.
 from __future__ import annotations
 
 import dataclasses
-import gc
 import multiprocessing
 import warnings
 from collections import deque
@@ -35,6 +34,7 @@ from probe_core.dump import DumpEntry, EntryRef, RankDump, TensorMeta, discover
 from probe_core.dump.order import is_communication
 from probe_core.errors import CompareError, DumpError, ProbeError
 from probe_core.executor import ExecutorChoice, RegistryRef, job_executor, registry_of, registry_ref, run_jobs
+from probe_core.gcpause import collector_paused
 from probe_core.modes import DataMode, common_mode
 
 CHUNK_ENTRIES = 256
@@ -484,7 +484,15 @@ class PendingRank:
 def compare_ranks(target: RankDump, bench: RankDump, registry, options: CompareOptions,
                   advance: Callable[[int], None] | None = None,
                   on_total: Callable[[int], None] | None = None) -> PendingRank:
-    """Compare one target rank dump with one bench rank dump; spool its rows for :func:`write_rank`."""
+    """Compare one target rank dump with one bench rank dump; spool its rows for :func:`write_rank`.
+
+    The cyclic garbage collector is paused meanwhile: the indexes and compact forms live to the end."""
+    with collector_paused():
+        return _compare_ranks(target, bench, registry, options, advance, on_total)
+
+
+def _compare_ranks(target: RankDump, bench: RankDump, registry, options: CompareOptions,
+                   advance: Callable[[int], None] | None, on_total: Callable[[int], None] | None) -> PendingRank:
     mode = detect_mode(target, bench, registry)
     name_map = name_map_for(target, bench, options)
     for dump, side in ((target, "target"), (bench, "bench")):
@@ -511,7 +519,6 @@ def compare_ranks(target: RankDump, bench: RankDump, registry, options: CompareO
         total = len(bench_refs)  # an estimate: the target is streamed
     if on_total:
         on_total(total)
-    gc.freeze()  # the indexes live to the end: keep the collector from walking them again and again
     columns = output.header(mode, comparators)
     percent = frozenset(c for comp in comparators for c in comp.percent_columns)
     stem = output.result_stem(result_folder(options, target), target.rank, options.stamp or output.timestamp())
@@ -540,7 +547,6 @@ def compare_ranks(target: RankDump, bench: RankDump, registry, options: CompareO
         spool.discard()
         raise
     finally:
-        gc.unfreeze()
         spool.close()
         _WORKER.clear()
         target.close()

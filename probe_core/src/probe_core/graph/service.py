@@ -9,7 +9,6 @@ summary.
 from __future__ import annotations
 
 import dataclasses
-import gc
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -22,6 +21,7 @@ from probe_core.compare.judge import EntryFacts, NoiseReference
 from probe_core.compare.verdicts import StepFacts, judge_job
 from probe_core.errors import GraphError
 from probe_core.executor import ExecutorChoice, RegistryRef, job_executor, registry_of, registry_ref, run_jobs
+from probe_core.gcpause import collector_paused
 from probe_core.graph.export import export_dump
 from probe_core.graph.jobs import GraphJob
 from probe_core.graph.match import match_graphs
@@ -82,13 +82,8 @@ def run_job(job: GraphJob, options: GraphOptions, registry: Any) -> JobResult:
     The cyclic garbage collector is paused meanwhile: a graph is millions of
     small long-lived objects, which it would otherwise rescan over and over.
     """
-    paused = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         return _run_job(job, options, registry)
-    finally:
-        if paused:
-            gc.enable()
 
 
 def compare_mode(target: Graph, bench: Graph, registry: Any) -> DataMode | None:
@@ -181,13 +176,8 @@ def run_graph(target_path: str | Path, bench_path: str | Path | None, output_dir
         from probe_core.plugins import current_registry
 
         registry = current_registry()
-    paused = gc.isenabled()
-    gc.disable()  # see run_job
-    try:
+    with collector_paused():  # see run_job
         return _run_graph(target_path, bench_path, output_dir, options, executor, registry, progress)
-    finally:
-        if paused:
-            gc.enable()
 
 
 def _run_graph(target_path: str | Path, bench_path: str | Path | None, output_dir: str | Path,
