@@ -305,7 +305,7 @@ _WORKER: dict[str, Any] = {}
 def _finish(npu: DumpEntry | None, bench: DumpEntry | EntryRef | None, plain: Plain | None = None) -> EntryOutcome:
     """Compare one entry pair (``plain``: the columnar path's rows of it, ``bench`` then its ref) and render
     its rows; the outcome keeps plain rows, not objects."""
-    if plain is not None:  # type: ignore[union-attr]: npu and bench are both there
+    if plain is not None:  # a plain entry: npu and bench are both there
         facts = plain_facts(npu.name, npu.index, npu.parent, bench.name, plain.layout, plain.leaves,  # type: ignore
                             plain.errs, _WORKER["mode"])
         return EntryOutcome(npu.name, npu.index, PASS, [], _light(npu), None, facts,  # type: ignore[union-attr]
