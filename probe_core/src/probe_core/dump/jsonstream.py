@@ -3,7 +3,8 @@
 dump.json is ``{"task": ..., ..., "data": {name: entry, ...}}`` and can hold
 hundreds of thousands of entries. :func:`iter_object` walks the top-level
 object and yields the members of one nested object (``data``) one at a time,
-each decoded with the C scanner of :mod:`json` and tagged with its byte span
+each decoded (by orjson where it is exact, see :mod:`probe_core.fastjson`, else by the C scanner of
+:mod:`json`) and tagged with its byte span
 in the file, so a reader can come back to an entry later with
 :func:`read_span` instead of keeping it in memory. Memory stays bounded by
 the read chunk plus the largest single entry.
@@ -23,11 +24,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from probe_core.fastjson import MISS, decode, try_decode
+
 CHUNK = 1 << 22  # 4 MiB per read
 MAX_DEPTH = 200  # deepest nesting the small-file readers accept (probe and msprobe files nest < 20)
 _WHITESPACE = " \t\n\r"
 _decoder = json.JSONDecoder()
-_KEY = re.compile(r'[ \t\n\r]*"([^"\\\x00-\x1f]*)"[ \t\n\r]*:[ \t\n\r]*')  # a key without escapes, and ':'
+_KEY = re.compile(r'([ \t\n\r]*)"([^"\\\x00-\x1f]*)"[ \t\n\r]*:[ \t\n\r]*')  # a key without escapes, and ':'
 _SEPARATOR = re.compile(r"[ \t\n\r]*([,}])")
 
 
@@ -201,16 +204,21 @@ def _members(cur: _Cursor) -> Iterator[Member]:
     if cur.peek() == "}":
         cur.pos += 1
         return
+    ends: _MemberEnds | None = None  # found from the first key on its own line
     while True:
         found = _KEY.match(cur.text, cur.pos)  # the common case in one regex call: a plain key within the window
         if found is not None and found.end() < len(cur.text):
-            key, cur.pos = found.group(1), found.end()
+            key, cur.pos = found.group(2), found.end()
+            if ends is None and "\n" in found.group(1):
+                ends = _MemberEnds(found.group(1))
         else:  # an escaped key, or one the window cuts: token by token, reading on
             key = cur.key()
             cur.expect(":", "':' after a key")
             cur.peek()
         start = cur.byte_at(cur.pos)
-        value = cur.value()
+        value = ends.value(cur) if ends is not None else MISS
+        if value is MISS:
+            value = cur.value()
         yield Member(key, value, start, cur.byte_at(cur.pos))
         found = _SEPARATOR.match(cur.text, cur.pos)
         if found is not None:
@@ -220,6 +228,36 @@ def _members(cur: _Cursor) -> Iterator[Member]:
             separator = cur.expect(",}", "',' or '}' after an entry")
         if separator == "}":
             return
+
+
+class _MemberEnds:
+    """Fast decoding of the members of an indented object (``json.dump(indent=...)``: every member's key on
+    a line of its own at one indent). A member's value is the text up to the ',' before the next such line
+    (JSON strings hold no raw newline), decoded by :func:`~probe_core.fastjson.try_decode`. When that does
+    not apply (the last member in the window, another layout, a value orjson leaves to :mod:`json`), the
+    caller decodes token by token."""
+
+    def __init__(self, indent: str) -> None:
+        self.key_line = indent[indent.rfind("\n"):] + '"'  # a newline, the members' indent and the key's quote
+        self.text: str | None = None  # the window of the last miss ...
+        self.ahead = -1  # ... and the key line it found there: no try before it (a try costs the text up to it)
+
+    def value(self, cur: _Cursor) -> Any:
+        """The value at the cursor (the cursor moved past it), or :data:`MISS` (the cursor unmoved)."""
+        text, pos = cur.text, cur.pos
+        if text is self.text and pos < self.ahead:
+            return MISS
+        end = text.find(self.key_line, pos)
+        if end >= 0:
+            segment = text[pos:end].rstrip(_WHITESPACE)
+            if segment.endswith(","):
+                segment = segment[:-1].rstrip(_WHITESPACE)
+                value = try_decode(segment)  # a whole value, or MISS: no JSON value ends before a ',' inside it
+                if value is not MISS:
+                    cur.pos = pos + len(segment)
+                    return value
+        self.text, self.ahead = text, end if end >= 0 else len(text)
+        return MISS
 
 
 def read_span(handle, start: int, end: int) -> Any:
@@ -232,7 +270,7 @@ def loads(text: str | bytes, max_depth: int | None = MAX_DEPTH) -> Any:
     """``json.loads`` that turns every failure into :class:`ValueError` (never RecursionError or
     UnicodeDecodeError) and refuses values nested deeper than ``max_depth``."""
     try:
-        value = json.loads(text)
+        value = decode(text)
     except RecursionError:
         raise ValueError(f"nested deeper than Python can decode (over {sys.getrecursionlimit()} levels)") from None
     except UnicodeDecodeError as exc:

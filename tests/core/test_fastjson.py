@@ -1,0 +1,126 @@
+"""probe_core.fastjson gives what json and repr give, bit for bit, and the streamed reader's fast path with it."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import struct
+
+import pytest
+
+import probe_core.dump.jsonstream as jsonstream
+from probe_core.dump.jsonstream import iter_object
+from probe_core.fastjson import MISS, decode, float_texts, try_decode
+
+
+def _same(a, b) -> bool:
+    """Equal with the same types all the way down (json's 1 is not 1.0), NaN equal to NaN, -0.0 not 0.0."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return a == b and math.copysign(1, a) == math.copysign(1, b) or (a != a and b != b)
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+TRICKY = [
+    "18446744073709551616", "-9223372036854775809", "123456789012345678901234567890",  # beyond 64 bits
+    "18446744073709551615", "-9223372036854775808", "-0", "-0.0", "-0e0", "1e5", "1E400", "-1e400", "1e-400",
+    "NaN", "[Infinity, -Infinity]", '"\\ud800"', '"\\u00e9\\ud83d\\ude00"', '{"a": 1, "a": 2}',
+    "2.2250738585072011e-308", "4.9406564584124654e-324", "0.1000000000000000055511151231257827",
+    '{"shape": [8, 64], "Max": 2.5, "requires_grad": true, "value": null}', "  1  ",
+]
+BAD = ["1 2", '{"a":1}x', "[1,]", "01", "1.", '"a\tb"', "\ufeff1", "", "-", '"\\x"', "[" * 5000 + "]" * 5000]
+
+
+@pytest.mark.parametrize("text", TRICKY)
+def test_decode_gives_json_loads_value(text):
+    assert _same(decode(text), json.loads(text))
+    assert _same(decode(text.encode()), json.loads(text.encode()))
+
+
+@pytest.mark.parametrize("text", BAD)
+def test_decode_raises_what_json_loads_raises(text):
+    with pytest.raises(Exception) as ours:
+        decode(text)
+    with pytest.raises(Exception) as theirs:
+        json.loads(text)
+    assert type(ours.value) is type(theirs.value) and str(ours.value) == str(theirs.value)
+
+
+def test_decode_of_bytes_with_a_bom_or_in_utf16_is_json_loads():
+    for raw in (b"\xef\xbb\xbf[1.5]", "[1.5, \"\u00e9\"]".encode("utf-16")):
+        assert try_decode(raw) is MISS and decode(raw) == json.loads(raw)
+
+
+def _random_doubles(count: int, seed: int) -> list[float]:
+    rnd = random.Random(seed)
+    values = [struct.unpack("d", struct.pack("Q", rnd.getrandbits(64)))[0] for _ in range(count)]
+    values += [rnd.random() * 10.0 ** e * rnd.choice((1, -1)) for e in range(-320, 305) for _ in range(20)]
+    values += [0.0, -0.0, 1.0, 1e16, 1e15, 9999999999999998.0, 1e-4, 9.999999999999999e-05, 1e-5, 1e-10,
+               5e-324, 1.7976931348623157e308, math.inf, -math.inf, math.nan]
+    return values
+
+
+def test_floats_decode_as_json_decodes_them():
+    values = [v for v in _random_doubles(20_000, 1) if math.isfinite(v)]
+    texts = [repr(v) for v in values] + ["%.25g" % v for v in values] + ["%.17e" % v for v in values]
+    decoded = decode("[" + ",".join(texts) + "]")
+    assert all(_same(a, b) for a, b in zip(decoded, json.loads("[" + ",".join(texts) + "]")))
+
+
+def test_float_texts_are_repr():
+    values = _random_doubles(50_000, 2)
+    assert float_texts(values) == [repr(v) for v in values]
+    assert float_texts([]) == []
+
+
+def _indented_dump(entries: dict[str, str]) -> str:
+    """A dump.json as json.dump(indent=1) lays it out, with each member's value text given as is."""
+    members = ",\n".join(f'  "{name}": {text}' for name, text in entries.items())
+    return '{\n "task": "statistics",\n "data": {\n' + members + '\n }\n}'
+
+
+def test_streamed_members_of_an_indented_file_are_json_loads_members(tmp_path, monkeypatch):
+    """The fast path cuts each member at the next key line at the members' indent: members it must leave to
+    json (NaN, 1e400, big integers, lone surrogates), and members whose inner lines sit at that indent, are
+    decoded as json decodes them, at every window size."""
+    tensor = '{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": %s, "Min": -1.5}'
+    entries = {
+        "a.0": tensor % "2.5",
+        "nan.0": tensor % "NaN",
+        "huge.0": tensor % "1e400",
+        "bigint.0": '{"type": "int", "value": 123456789012345678901234567890}',
+        "surrogate.0": '{"type": "str", "value": "\\ud800"}',
+        "inner_lines.0": '{\n  "x": [1,\n  2],\n  "y": {"z": 3}\n  }',
+        "inner_list.0": '[1,\n  "x", 2]',
+        "spaced.0": tensor % "3.0" + "   \n\t",
+        "b.0": '[\n   1,\n   2.0\n  ]',
+        "last.0": tensor % "-0.0",
+    }
+    path = tmp_path / "dump.json"
+    path.write_text(_indented_dump(entries))
+    reference = json.loads(path.read_text())["data"]
+    with monkeypatch.context() as patch:  # the token-by-token path alone: the spans to give
+        patch.setattr(jsonstream, "try_decode", lambda text: MISS)
+        spans = [(m.start, m.end) for m in iter_object(path)]
+    for chunk in (13, 97, 1 << 22):
+        monkeypatch.setattr(jsonstream, "CHUNK", chunk)
+        members = list(iter_object(path))
+        assert [m.key for m in members] == list(reference)
+        assert all(_same(m.value, reference[m.key]) for m in members)
+        assert [(m.start, m.end) for m in members] == spans
+
+
+def test_the_fast_path_decodes_most_members_of_an_indented_file(tmp_path, monkeypatch):
+    path = tmp_path / "dump.json"
+    path.write_text(_indented_dump({f"Torch.add.{i}.forward": '{"output": [{"Max": %d.5}]}' % i for i in range(50)}))
+    decoded: list[int] = []
+    real = jsonstream.try_decode
+    monkeypatch.setattr(jsonstream, "try_decode", lambda text: decoded.append(1) or real(text))
+    assert len(list(iter_object(path))) == 50
+    assert len(decoded) >= 48  # all but the first (its indent is not yet known) and the last
