@@ -206,7 +206,8 @@ def _leaf(node: dict, leaf_type: str, suffix: str, role: str, descs: list, stats
 @dataclass(slots=True)
 class Plain:
     """A plain entry the columnar path compared: its leaf pairs, each row's metric values (in ``names``
-    order, the comparators' columns), each row's discrepancy and its signature's :class:`RowLayout`.
+    order, the comparators' columns), each row's discrepancy, its signature's :class:`RowLayout` and both
+    sides' statistics as the compact forms hold them (four numbers per leaf: ``stats[0]`` the target's).
     ``probe compare`` renders its rows from these directly; :meth:`rows` gives the :class:`RowResult` rows
     the row path would have."""
 
@@ -215,10 +216,14 @@ class Plain:
     metrics: list[tuple]
     errs: list[float]
     names: tuple[str, ...]
+    stats: tuple[tuple, tuple]
 
     def rows(self) -> list[RowResult]:
         names = self.names
         return [RowResult(a, b, dict(zip(names, values)), PASS) for (a, b), values in zip(self.leaves, self.metrics)]
+
+
+_Found = tuple[RowLayout, list[tuple[TensorMeta, TensorMeta]], tuple[tuple, tuple]]  # what _leaf_pairs finds
 
 
 def _leaves(name: str, form: Form) -> list[TensorMeta]:
@@ -279,10 +284,9 @@ class ColumnarCompare:
             found.append(self._leaf_pairs(npu, bench.name, theirs) if theirs is not None else None)
         return self._plain(found)
 
-    def _leaf_pairs(self, npu: DumpEntry, bench_name: str,
-                    theirs: Form) -> tuple[RowLayout, list[tuple[TensorMeta, TensorMeta]]] | None:
-        """The layout and leaf pairs of a plain entry (``theirs``: its bench's form), ``None`` when it is not
-        plain."""
+    def _leaf_pairs(self, npu: DumpEntry, bench_name: str, theirs: Form) -> _Found | None:
+        """The layout, leaf pairs and statistics of a plain entry (``theirs``: its bench's form), ``None`` when
+        it is not plain."""
         ours = self.forms(npu.name, npu.data)
         if ours is None or ours[0] is not theirs[0] or id(ours[0]) not in self.forms.plain \
                 or _is_redundant(api_op(npu.name)):
@@ -291,9 +295,9 @@ class ColumnarCompare:
         layout = self.layouts.get(id(ours[0]))
         if layout is None:
             layout = self.layouts[id(ours[0])] = RowLayout.of(pairs)
-        return layout, pairs
+        return layout, pairs, (ours[1], theirs[1])
 
-    def _plain(self, leaves: list[tuple[RowLayout, list[tuple[TensorMeta, TensorMeta]]] | None]) -> list[Plain | None]:
+    def _plain(self, leaves: list[_Found | None]) -> list[Plain | None]:
         rows = [pair for found in leaves if found is not None for pair in found[1]]
         if not rows:
             return [None] * len(leaves)
@@ -309,9 +313,9 @@ class ColumnarCompare:
             if found is None:
                 out.append(None)
                 continue
-            layout, pairs = found
+            layout, pairs, stats = found
             end = at + len(pairs)
-            out.append(Plain(layout, pairs, values[at:end], errs[at:end], names))
+            out.append(Plain(layout, pairs, values[at:end], errs[at:end], names, stats))
             at = end
         return out
 

@@ -33,6 +33,7 @@ from probe_core.compare.verdicts import JobAnswer, StepFacts, first_of_job, judg
 from probe_core.dump import DumpEntry, EntryRef, RankDump, TensorMeta, discover
 from probe_core.dump.order import is_communication
 from probe_core.errors import CompareError, DumpError, ProbeError
+from probe_core.fastjson import float_texts
 from probe_core.executor import ExecutorChoice, RegistryRef, job_executor, registry_of, registry_ref, run_jobs
 from probe_core.gcpause import collector_paused
 from probe_core.modes import DataMode, common_mode
@@ -264,13 +265,19 @@ def _plain_plan(metric_cols: tuple[str, ...], extra_cols: tuple[str, ...], perce
             tuple((at.get(col, -1), col in percent) for col in extra_cols))
 
 
-def render_plain(npu: DumpEntry, plain: Plain, columns: Sequence[str], percent: frozenset[str]) -> list[list[Any]]:
+def render_plain(npu: DumpEntry, plain: Plain, columns: Sequence[str], percent: frozenset[str],
+                 text: bool = False) -> list[list[Any]]:
     """:func:`render_rows` of an entry the columnar path compared: its rows all pass, both sides have the
-    same signature (dtypes, shapes, requires_grad), and every statistic is a number."""
+    same signature (dtypes, shapes, requires_grad), and every statistic is a number. ``text``: the
+    statistics as the CSV writes them (their ``repr``, formatted for the entry at once)."""
     metric_cols, has_stats, has_data_name, extra_cols = _layout(tuple(columns))
     metric_plan, extra_plan = _plain_plan(metric_cols, extra_cols, percent, plain.names)
     na, fmt = output.NA, output.format_value
     tail_name = [str(["-1", "-1"])] if has_data_name else []
+    ours, theirs = plain.stats
+    if has_stats and text:
+        shown = float_texts([*ours, *theirs])
+        ours, theirs = shown[:len(ours)], shown[len(ours):]
     out = []
     for i, ((a, b), values) in enumerate(zip(plain.leaves, plain.metrics)):
         grad = a.requires_grad
@@ -285,8 +292,8 @@ def render_plain(npu: DumpEntry, plain: Plain, columns: Sequence[str], percent: 
                 value = "0%" if value == 0.0 else fmt(value, True)
             row.append(value)
         if has_stats:
-            row += a.stats
-            row += b.stats
+            row += ours[4 * i:4 * i + 4]
+            row += theirs[4 * i:4 * i + 4]
         row += (na if grad is None else True, PASS, na,
                 str(list(npu.stack)) if i == 0 and npu.stack else na)
         row += tail_name
@@ -309,7 +316,8 @@ def _finish(npu: DumpEntry | None, bench: DumpEntry | EntryRef | None, plain: Pl
         facts = plain_facts(npu.name, npu.index, npu.parent, bench.name, plain.layout, plain.leaves,  # type: ignore
                             plain.errs, _WORKER["mode"])
         return EntryOutcome(npu.name, npu.index, PASS, [], _light(npu), None, facts,  # type: ignore[union-attr]
-                            render_plain(npu, plain, _WORKER["columns"], _WORKER["percent"]))  # type: ignore[arg-type]
+                            render_plain(npu, plain, _WORKER["columns"], _WORKER["percent"],  # type: ignore[arg-type]
+                                         not _WORKER["xlsx"]))
     outcome = compare_entry(npu, bench, _WORKER["mode"], _WORKER["comparators"], _WORKER["lenient"],  # type: ignore[arg-type]
                             _WORKER["name_map"], _WORKER["postprocess"], _WORKER["rules"])
     outcome.rendered = list(render_rows(outcome, _WORKER["columns"], _WORKER["percent"]))
