@@ -1,6 +1,7 @@
 """Benchmark: build + compare a synthetic pair of model graphs (default 200,000 nodes per side).
 
-Writes two msprobe-format dumps (dump.json, construct.json, stack.json) of a
+Writes two msprobe-format dumps (dump.json, construct.json, stack.json, laid out
+as msprobe writes them: indent=1; ``--layout compact`` for one-line JSON) of a
 deep transformer-like model — the bench's statistics all differ slightly
 (1e-5 relative noise, as two devices' numbers do) and every 97th block is
 3x off —
@@ -9,7 +10,7 @@ then times ``probe graph -tp A -gp B -o OUT`` and, when msprobe is installed
 or this Python), ``msprobe graph_visualize`` on the same pair, each in its own
 process. Prints wall time, peak resident memory and the ratio measured in this run.
 
-    python benchmarks/graph_speed.py [--nodes 200000] [--msprobe /tmp/msvenv/bin/python]
+    python benchmarks/graph_speed.py [--nodes 200000] [--msprobe /tmp/msvenv/bin/python] [--layout compact]
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def _block(i: int, counts: dict[str, int], rng: random.Random, scale: float, noi
                 data[name] = {"weight": [_tensor(rng, [64, 64], 1.0, noise)]}
 
 
-def write_dump(folder: Path, blocks: int, perturb: bool) -> None:
+def write_dump(folder: Path, blocks: int, perturb: bool, layout: str = "msprobe") -> None:
     rng = random.Random(1)
     data: dict = {}
     construct: dict = {}
@@ -82,10 +83,13 @@ def write_dump(folder: Path, blocks: int, perturb: bool) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     names = list(data)
     stack = {str(k): [names[k::50], [f"File model.py, line {k}, in forward, \n x = layer(x)"]] for k in range(50)}
+    # as msprobe writes them: json.dump with indent=1 (tests/fixtures/msprobe_*); probe's own dumps put one
+    # entry per line. Compact one-line JSON, which neither writes, is read ~2x slower (--layout compact).
+    indent = 1 if layout == "msprobe" else None
     (folder / "dump.json").write_text(json.dumps({"task": "statistics", "level": "mix", "framework": "pytorch",
-                                                  "dump_data_dir": None, "data": data}))
-    (folder / "construct.json").write_text(json.dumps(construct))
-    (folder / "stack.json").write_text(json.dumps(stack))
+                                                  "dump_data_dir": None, "data": data}, indent=indent))
+    (folder / "construct.json").write_text(json.dumps(construct, indent=indent))
+    (folder / "stack.json").write_text(json.dumps(stack, indent=indent))
 
 
 def run_measured(command: list[str]) -> tuple[float, float, int]:
@@ -114,13 +118,15 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=200_000, help="graph nodes per side (default 200000)")
     parser.add_argument("--msprobe", help="a Python that can import msprobe (mindstudio-probe)")
     parser.add_argument("--keep", action="store_true", help="keep the generated dumps and outputs")
+    parser.add_argument("--layout", choices=("msprobe", "compact"), default="msprobe",
+                        help="dump.json as msprobe writes it (indent=1, default) or as one compact line")
     args = parser.parse_args()
     blocks = max(1, args.nodes // NODES_PER_BLOCK)
     work = Path(tempfile.mkdtemp(prefix="probe_graph_bench_"))
     try:
         started = time.perf_counter()
-        write_dump(work / "target" / "step0" / "rank0", blocks, perturb=False)
-        write_dump(work / "bench" / "step0" / "rank0", blocks, perturb=True)
+        write_dump(work / "target" / "step0" / "rank0", blocks, perturb=False, layout=args.layout)
+        write_dump(work / "bench" / "step0" / "rank0", blocks, perturb=True, layout=args.layout)
         size = (work / "target" / "step0" / "rank0" / "dump.json").stat().st_size / 2**20
         print(f"synthetic pair: {blocks} blocks, ~{blocks * NODES_PER_BLOCK + 1} nodes per side, "
               f"dump.json {size:.0f} MiB each (written in {time.perf_counter() - started:.1f} s)")

@@ -244,3 +244,47 @@ def test_rows_spooled_as_text_give_the_csv_of_rows_spooled_as_values(tmp_path, m
             texts.append(Path(summary["ranks"][0]["csv"]).read_text())
         assert texts[0] == texts[1], dump
     assert parsed  # entries the job's verdicts changed were parsed back, marked and written again
+
+
+def test_plain_rows_written_as_text_quote_as_the_csv_writer_does(tmp_path):
+    """Plain entries reach the CSV as text written field by field (engine.plain_csv); names, dtypes and
+    stacks with commas, quotes and line breaks are quoted as csv.writer quotes them."""
+    names = ['Functional.lin,ear.0.forward', 'Torch.a"dd.0.forward', "Tensor.mul\r\n.0.forward", "Torch.neg.0.forward"]
+    for side, scale in (("t", 1.0), ("b", 1.0001)):
+        folder = tmp_path / side / "rank0"
+        write_dump(folder, [(name, None, [np.arange(6.0).reshape(2, 3) * scale, 2], [np.ones(4) * scale])
+                            for name in names])
+        dump = json.loads((folder / "dump.json").read_text())
+        dump["data"][names[3]]["output"][0]["dtype"] = 'torch.float32,"odd"'
+        (folder / "dump.json").write_text(json.dumps(dump, indent=1))
+        (folder / "stack.json").write_text(json.dumps({"0": [names[:2], ["File \"m.py\", line 1, in f, it's\n x"]]}))
+    Spy.taken = Spy.offered = 0
+    texts = []
+    for xlsx in (False, True):
+        old = engine.ColumnarCompare
+        engine.ColumnarCompare = Spy
+        try:
+            summary = run_compare(CompareOptions(tmp_path / "t", tmp_path / "b", tmp_path / f"out{xlsx}",
+                                                 progress=False, stamp="20260101000000", xlsx=xlsx), load_registry())
+        finally:
+            engine.ColumnarCompare = old
+        texts.append(Path(summary["ranks"][0]["csv"]).read_text())
+    assert texts[0] == texts[1]
+    assert Spy.taken == 2 * len(names)  # every entry plain, on both runs
+    assert 'Functional.lin,ear' in texts[0] and '"Torch.a""dd.0.forward.input.0"' in texts[0]
+
+
+def test_csv_field_is_what_the_csv_writer_writes():
+    import csv
+    import io
+    import random
+
+    from probe_core.compare.output import csv_field
+
+    rnd = random.Random(3)
+    alphabet = 'ab ,"\r\n\t\'é;'
+    for _ in range(2000):
+        fields = ["".join(rnd.choice(alphabet) for _ in range(rnd.randint(1, 6))) for _ in range(rnd.randint(2, 5))]
+        buffer = io.StringIO()
+        csv.writer(buffer).writerow(fields)
+        assert ",".join(csv_field(f) for f in fields) + "\r\n" == buffer.getvalue(), fields

@@ -265,43 +265,77 @@ def _plain_plan(metric_cols: tuple[str, ...], extra_cols: tuple[str, ...], perce
             tuple((at.get(col, -1), col in percent) for col in extra_cols))
 
 
-def render_plain(npu: DumpEntry, plain: Plain, columns: Sequence[str], percent: frozenset[str],
-                 text: bool = False) -> list[list[Any]]:
+def render_plain(npu: DumpEntry, plain: Plain, columns: Sequence[str], percent: frozenset[str]) -> list[list[Any]]:
     """:func:`render_rows` of an entry the columnar path compared: its rows all pass, both sides have the
-    same signature (dtypes, shapes, requires_grad), and every statistic is a number. ``text``: the
-    statistics as the CSV writes them (their ``repr``, formatted for the entry at once)."""
+    same signature (dtypes, shapes, requires_grad), and every statistic is a number."""
+    return _render_plain(npu, plain, columns, percent, False)
+
+
+def plain_csv(npu: DumpEntry, plain: Plain, columns: Sequence[str], percent: frozenset[str]) -> str:
+    """:func:`render_plain`'s rows as the CSV holds them (what :func:`output.csv_texts` makes of them), written
+    field by field: the entry's numbers are formatted at once (:func:`float_texts`), and only its names,
+    dtypes and stack can need quoting."""
+    return _render_plain(npu, plain, columns, percent, True)
+
+
+def _render_plain(npu: DumpEntry, plain: Plain, columns: Sequence[str], percent: frozenset[str], text: bool) -> Any:
     metric_cols, has_stats, has_data_name, extra_cols = _layout(tuple(columns))
     metric_plan, extra_plan = _plain_plan(metric_cols, extra_cols, percent, plain.names)
     na, fmt = output.NA, output.format_value
     tail_name = [str(["-1", "-1"])] if has_data_name else []
+    stack = str(list(npu.stack)) if npu.stack else na
     ours, theirs = plain.stats
-    if has_stats and text:
-        shown = float_texts([*ours, *theirs])
+    consistent: Any = "True" if text else True  # requires_grad, the same on both sides
+    if text:  # every cell as the CSV writes it: numbers (floats by repr) in one call, text quoted where needed
+        field = output.csv_field
+        stack, tail_name = field(stack), [field(name) for name in tail_name]
+        shown = float_texts([*ours, *theirs]) if has_stats else []
         ours, theirs = shown[:len(ours)], shown[len(ours):]
+        floats = iter(float_texts([value for values in plain.metrics for at, is_percent in metric_plan + extra_plan
+                                   if at >= 0 and not is_percent and values[at].__class__ is float
+                                   for value in (values[at],)]))
     out = []
     for i, ((a, b), values) in enumerate(zip(plain.leaves, plain.metrics)):
-        grad = a.requires_grad
+        grad = na if a.requires_grad is None else a.requires_grad
         shape = _shape_text(a.shape)
-        row = [a.name, b.name, a.dtype, b.dtype, shape, shape, na if grad is None else grad,
-               na if grad is None else grad]
+        row = [a.name, b.name, a.dtype, b.dtype, shape, shape, grad, grad]
         for at, is_percent in metric_plan:
             value = values[at] if at >= 0 else None
             if value is None:
                 value = na
             elif is_percent and value.__class__ is float:
                 value = "0%" if value == 0.0 else fmt(value, True)
+            elif text:
+                value = next(floats) if value.__class__ is float else field(str(value))
             row.append(value)
         if has_stats:
             row += ours[4 * i:4 * i + 4]
             row += theirs[4 * i:4 * i + 4]
-        row += (na if grad is None else True, PASS, na,
-                str(list(npu.stack)) if i == 0 and npu.stack else na)
+        row += (na if grad is na else consistent, PASS, na, stack if i == 0 else na)
         row += tail_name
         for at, is_percent in extra_plan:
             value = values[at] if at >= 0 else None
-            row.append(na if value is None else fmt(value, True) if is_percent and value.__class__ is float else value)
+            if value is None:
+                value = na
+            elif is_percent and value.__class__ is float:
+                value = fmt(value, True)
+            elif text:
+                value = next(floats) if value.__class__ is float else field(str(value))
+            row.append(value)
+        if text:
+            row[:6] = (field(a.name), field(b.name), field(a.dtype), field(b.dtype), _shape_field(a.shape),
+                       _shape_field(a.shape))
+            if grad is not na:
+                row[6] = row[7] = str(grad)
         out.append(row)
+    if text:
+        return "".join([",".join(row) + "\r\n" for row in out])
     return out
+
+
+@lru_cache(maxsize=4096)
+def _shape_field(shape: tuple[int, ...]) -> str:
+    return output.csv_field(_shape_text(shape))
 
 
 # -- one rank pair ------------------------------------------------------------------------
@@ -315,9 +349,13 @@ def _finish(npu: DumpEntry | None, bench: DumpEntry | EntryRef | None, plain: Pl
     if plain is not None:  # a plain entry: npu and bench are both there
         facts = plain_facts(npu.name, npu.index, npu.parent, bench.name, plain.layout, plain.leaves,  # type: ignore
                             plain.errs, _WORKER["mode"])
-        return EntryOutcome(npu.name, npu.index, PASS, [], _light(npu), None, facts,  # type: ignore[union-attr]
-                            render_plain(npu, plain, _WORKER["columns"], _WORKER["percent"],  # type: ignore[arg-type]
-                                         not _WORKER["xlsx"]))
+        outcome = EntryOutcome(npu.name, npu.index, PASS, [], _light(npu), None, facts)  # type: ignore[union-attr]
+        if _WORKER["xlsx"]:
+            outcome.rendered = render_plain(npu, plain, _WORKER["columns"], _WORKER["percent"])  # type: ignore[arg-type]
+        else:
+            outcome.text = plain_csv(npu, plain, _WORKER["columns"], _WORKER["percent"])  # type: ignore[arg-type]
+            outcome.results = (PASS,) * len(plain.leaves)
+        return outcome
     outcome = compare_entry(npu, bench, _WORKER["mode"], _WORKER["comparators"], _WORKER["lenient"],  # type: ignore[arg-type]
                             _WORKER["name_map"], _WORKER["postprocess"], _WORKER["rules"])
     outcome.rendered = list(render_rows(outcome, _WORKER["columns"], _WORKER["percent"]))
@@ -341,10 +379,11 @@ def _spoolable(outcomes: list[EntryOutcome]) -> list[EntryOutcome]:
     """Note each row's result; when the CSV alone is written, format the rows here (in the worker process,
     with ``--workers``): the spool keeps the text."""
     at = _WORKER["result_at"]
-    for outcome in outcomes:
+    rendered = [outcome for outcome in outcomes if outcome.text is None]  # plain ones are text already
+    for outcome in rendered:
         outcome.results = tuple(row[at] for row in outcome.rendered)
     if not _WORKER["xlsx"]:
-        for outcome, text in zip(outcomes, output.csv_texts([o.rendered for o in outcomes])):
+        for outcome, text in zip(rendered, output.csv_texts([o.rendered for o in rendered])):
             outcome.text, outcome.rendered = text, []
     return outcomes
 

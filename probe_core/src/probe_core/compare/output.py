@@ -17,6 +17,7 @@ import json
 import math
 import os
 import pickle
+import re
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -37,6 +38,7 @@ DATA_NAME = "Data_name"
 NA = "N/A"
 XLSX_MAX_ROWS = 1_048_000
 FILLS = {ERROR: "FFC7CE", WARNING: "FFEB9C"}
+_QUOTED = re.compile(r'[,"\r\n]')  # what makes the csv writer quote a cell
 
 
 def header(mode: DataMode, comparators: Sequence[LoadedComparator]) -> list[str]:
@@ -132,6 +134,14 @@ def csv_texts(entries: Sequence[Sequence[Sequence[Any]]]) -> list[str]:
         ends.append(buffer.tell())
     text = buffer.getvalue()
     return [text[start:end] for start, end in zip([0, *ends], ends)]
+
+
+def csv_field(text: str) -> str:
+    """One text cell of a row as :mod:`csv`'s writer writes it (the default dialect: quoted, with quotes
+    doubled, when it holds a ',', a '"' or a line break)."""
+    if _QUOTED.search(text) is None:
+        return text
+    return '"' + text.replace('"', '""') + '"'
 
 
 def csv_rows(text: str) -> list[list[Any]]:

@@ -14,12 +14,13 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from probe_core.errors import GraphError
+from probe_core.fastjson import dumps, float_texts
 from probe_core.graph.model import Graph, TensorTable
 
 NODE_COLUMNS = (
@@ -49,9 +50,13 @@ INDEXES = {
 FILE_MODE, DIR_MODE = 0o640, 0o750
 
 
-def format_value(value: dict[str, Any]) -> dict[str, str]:
-    """One tensor/scalar description with every field as text (what the viewer displays)."""
-    shown = {key: str(item) for key, item in value.items()}  # str(): 'nan', 'inf', 'True', '[4, 8]'
+def format_value(value: dict[str, Any], floats: Iterator[str] | None = None) -> dict[str, str]:
+    """One tensor/scalar description with every field as text (what the viewer displays); ``floats``: the
+    text of each float field, in order, formatted in bulk (:func:`table_floats`)."""
+    if floats is None:
+        floats = iter(table_floats([{"": value}]))
+    shown = {key: next(floats) if item.__class__ is float else str(item)  # str(): 'True', '[4, 8]', 'None'
+             for key, item in value.items()}
     if None in value.values():
         shown.update({key: "null" for key, item in value.items() if item is None})
     if "Max" not in value:
@@ -68,22 +73,29 @@ def format_value(value: dict[str, Any]) -> dict[str, str]:
     return shown
 
 
-_dumps = json.JSONEncoder(check_circular=False).encode
+def table_floats(tables: Iterable[TensorTable]) -> list[str]:
+    """The text of every float field of ``tables``' descriptions, in order (``repr``: 'nan', 'inf', '1e-05')."""
+    return float_texts([item for table in tables for value in table.values() for item in value.values()
+                        if item.__class__ is float])
 
 
-def format_table(table: TensorTable, metrics: dict[str, dict[str, Any]] | None = None) -> str:
-    """The JSON text of a node's input or output column (with compare metrics, already text, merged in)."""
+def format_table(table: TensorTable, metrics: dict[str, dict[str, Any]] | None = None,
+                 floats: Iterator[str] | None = None) -> str:
+    """The JSON text of a node's input or output column (with compare metrics, already text, merged in);
+    ``floats``: as :func:`format_value` takes them."""
     if not table:
         return "{}"
+    if floats is None:
+        floats = iter(table_floats([table]))
     out: dict[str, dict[str, str]] = {}
     for key, value in table.items():
-        shown = format_value(value)
+        shown = format_value(value, floats)
         if metrics:
             extra = metrics.get(key)
             if extra:
                 shown.update(extra)
         out[key] = shown
-    return _dumps(out)
+    return dumps(out)
 
 
 @dataclass
@@ -100,21 +112,23 @@ def graph_rows(graph: Graph, metrics: dict[str, dict[str, dict[str, Any]]] | Non
     graph_id = graph.graph_id
     stack_ids: dict[tuple[str, ...], str] = {}
     metrics = metrics or {}
-    for order, node in enumerate(graph.walk()):
+    nodes = list(graph.walk())
+    floats = iter(table_floats(table for node in nodes for table in (node.inputs, node.outputs)))
+    for order, node in enumerate(nodes):
         stack_id = stack_ids.get(node.stack)
         if stack_id is None:
             stack_id = stack_ids[node.stack] = f"{graph_id}_{len(stack_ids)}"
-            rows.stacks.append((stack_id, json.dumps(list(node.stack))))
+            rows.stacks.append((stack_id, dumps(list(node.stack))))
         matched = node.matched
-        link = json.dumps(matched.ancestors() + [matched.name]) if matched is not None else "[]"
+        link = dumps(matched.ancestors() + [matched.name]) if matched is not None else "[]"
         node_metrics = metrics.get(node.name)
         rows.nodes.append((
             f"{graph_id}_{node.name}", graph_id, order, node.name, str(int(node.kind)),
             node.parent.name if node.parent is not None else "",
-            json.dumps([child.name for child in node.children]) if node.children else "",
+            dumps([child.name for child in node.children]) if node.children else "",
             node.precision_index, node.overflow_level, node.micro_step, link, stack_id,
             json.dumps(node.merge_info) if node.merge_info else "", "{}", 0,
-            format_table(node.inputs, node_metrics), format_table(node.outputs, node_metrics),
+            format_table(node.inputs, node_metrics, floats), format_table(node.outputs, node_metrics, floats),
             graph.source, graph.dump_dir, graph.step, graph.rank,
             1 if node.name.startswith("Distributed.") else 0,
         ))
