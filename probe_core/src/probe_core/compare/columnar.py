@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from probe_core.compare.judge import RowLayout
-from probe_core.compare.rules import PASS, RowResult, _is_redundant, api_op
+from probe_core.compare.rules import _is_redundant, api_op
 from probe_core.dump import DumpEntry, EntryRef, RankDump
 from probe_core.dump.leaves import SECTIONS, TensorMeta
 from probe_core.modes import DataMode
@@ -208,8 +208,8 @@ class Plain:
     """A plain entry the columnar path compared: its leaf pairs, each row's metric values (in ``names``
     order, the comparators' columns), each row's discrepancy, its signature's :class:`RowLayout` and both
     sides' statistics as the compact forms hold them (four numbers per leaf: ``stats[0]`` the target's).
-    ``probe compare`` renders its rows from these directly; :meth:`rows` gives the :class:`RowResult` rows
-    the row path would have."""
+    ``probe compare`` renders its rows from these directly, ``probe graph`` shows its metrics; every row
+    passes."""
 
     layout: RowLayout
     leaves: list[tuple[TensorMeta, TensorMeta]]
@@ -217,10 +217,6 @@ class Plain:
     errs: list[float]
     names: tuple[str, ...]
     stats: tuple[tuple, tuple]
-
-    def rows(self) -> list[RowResult]:
-        names = self.names
-        return [RowResult(a, b, dict(zip(names, values)), PASS) for (a, b), values in zip(self.leaves, self.metrics)]
 
 
 _Found = tuple[RowLayout, list[tuple[TensorMeta, TensorMeta]], tuple[tuple, tuple]]  # what _leaf_pairs finds

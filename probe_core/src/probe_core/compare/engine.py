@@ -171,13 +171,6 @@ def compare_entry(npu: DumpEntry | None, bench: DumpEntry | None, mode: DataMode
     return EntryOutcome(name, index, result, rows, npu, bench, facts)
 
 
-def plain_outcome(npu: DumpEntry, bench_name: str, plain: Plain, mode: DataMode) -> EntryOutcome:
-    """The outcome of an entry the columnar path compared (:class:`~probe_core.compare.columnar.ColumnarCompare`):
-    what :func:`compare_entry` gives for it."""
-    facts = plain_facts(npu.name, npu.index, npu.parent, bench_name, plain.layout, plain.leaves, plain.errs, mode)
-    return EntryOutcome(npu.name, npu.index, PASS, plain.rows(), npu, None, facts)
-
-
 def _check_leaves(rows: list[RowResult], npu: DumpEntry | None, bench: DumpEntry | None, lenient: bool) -> None:
     """A leaf whose record is malformed (a statistic that is no number, a bad data_name) stops the compare
     with the file and key, or with ``lenient`` makes its row an error."""
@@ -297,8 +290,13 @@ def _render_plain(npu: DumpEntry, plain: Plain, columns: Sequence[str], percent:
     out = []
     for i, ((a, b), values) in enumerate(zip(plain.leaves, plain.metrics)):
         grad = na if a.requires_grad is None else a.requires_grad
-        shape = _shape_text(a.shape)
-        row = [a.name, b.name, a.dtype, b.dtype, shape, shape, grad, grad]
+        if text:  # both sides have one dtype, shape and requires_grad
+            dtype, shape = _text_field(a.dtype), _shape_field(a.shape)
+            shown_grad = na if grad is na else str(grad)
+            row = [field(a.name), field(b.name), dtype, dtype, shape, shape, shown_grad, shown_grad]
+        else:
+            shape = _shape_text(a.shape)
+            row = [a.name, b.name, a.dtype, b.dtype, shape, shape, grad, grad]
         for at, is_percent in metric_plan:
             value = values[at] if at >= 0 else None
             if value is None:
@@ -322,11 +320,6 @@ def _render_plain(npu: DumpEntry, plain: Plain, columns: Sequence[str], percent:
             elif text:
                 value = next(floats) if value.__class__ is float else field(str(value))
             row.append(value)
-        if text:
-            row[:6] = (field(a.name), field(b.name), field(a.dtype), field(b.dtype), _shape_field(a.shape),
-                       _shape_field(a.shape))
-            if grad is not na:
-                row[6] = row[7] = str(grad)
         out.append(row)
     if text:
         return "".join([",".join(row) + "\r\n" for row in out])
@@ -336,6 +329,9 @@ def _render_plain(npu: DumpEntry, plain: Plain, columns: Sequence[str], percent:
 @lru_cache(maxsize=4096)
 def _shape_field(shape: tuple[int, ...]) -> str:
     return output.csv_field(_shape_text(shape))
+
+
+_text_field = lru_cache(maxsize=1024)(output.csv_field)  # for the few texts many rows share (dtypes)
 
 
 # -- one rank pair ------------------------------------------------------------------------

@@ -22,8 +22,8 @@ from typing import Any
 
 from probe_core.compare.comparator import LoadedComparator
 from probe_core.compare.columnar import ColumnarCompare, Plain
-from probe_core.compare.engine import CHUNK_ENTRIES, compare_entry, plain_outcome
-from probe_core.compare.judge import EntryFacts, entry_facts
+from probe_core.compare.engine import CHUNK_ENTRIES, compare_entry
+from probe_core.compare.judge import EntryFacts, entry_facts, plain_facts
 from probe_core.dump import DumpEntry, RankDump
 from probe_core.graph.model import Graph, Node
 from probe_core.modes import DataMode
@@ -109,15 +109,27 @@ def _score(node: Node, mode: DataMode | None, comparators: Sequence[LoadedCompar
     verdict = "pass"
     if pair is not None:
         npu, bench = pair
-        outcome = plain_outcome(npu, bench.name, plain, mode) if plain is not None else \
-            compare_entry(npu, bench, mode, comparators, lenient=True, rules=rules)  # type: ignore[arg-type]
-        verdict = outcome.result
-        if outcome.facts is not None:
-            facts.append(outcome.facts)
-        shown = _shown(outcome.rows, mode)  # type: ignore[arg-type]
+        if plain is not None:  # compared on the columnar path: every row passes, with no message
+            facts.append(plain_facts(npu.name, npu.index, npu.parent, bench.name, plain.layout, plain.leaves,
+                                     plain.errs, mode))  # type: ignore[arg-type]
+            shown = _plain_shown(plain, mode)  # type: ignore[arg-type]
+        else:
+            outcome = compare_entry(npu, bench, mode, comparators, lenient=True, rules=rules)  # type: ignore[arg-type]
+            verdict = outcome.result
+            if outcome.facts is not None:
+                facts.append(outcome.facts)
+            shown = _shown(outcome.rows, mode)  # type: ignore[arg-type]
         if shown:
             metrics[node.name] = shown
     node.precision_index = other.precision_index = INDEX_OF.get(verdict, PASS_INDEX)
+
+
+def _plain_shown(plain: Plain, mode: DataMode) -> dict[str, dict[str, Any]]:
+    """:func:`_shown` of a plain entry's rows, from its metric values."""
+    names = plain.names
+    if not names:
+        return {}
+    return {a.name: mode.shown_metrics(dict(zip(names, values))) for (a, _), values in zip(plain.leaves, plain.metrics)}
 
 
 def _shown(rows: Sequence[Any], mode: DataMode) -> dict[str, dict[str, Any]]:
