@@ -304,7 +304,7 @@ def _render_plain(npu: DumpEntry, plain: Plain, columns: Sequence[str], percent:
             elif is_percent and value.__class__ is float:
                 value = "0%" if value == 0.0 else fmt(value, True)
             elif text:
-                value = next(floats) if value.__class__ is float else field(str(value))
+                value = next(floats) if value.__class__ is float else _cell_text(value)
             row.append(value)
         if has_stats:
             row += ours[4 * i:4 * i + 4]
@@ -318,7 +318,7 @@ def _render_plain(npu: DumpEntry, plain: Plain, columns: Sequence[str], percent:
             elif is_percent and value.__class__ is float:
                 value = fmt(value, True)
             elif text:
-                value = next(floats) if value.__class__ is float else field(str(value))
+                value = next(floats) if value.__class__ is float else _cell_text(value)
             row.append(value)
         out.append(row)
     if text:
@@ -332,6 +332,11 @@ def _shape_field(shape: tuple[int, ...]) -> str:
 
 
 _text_field = lru_cache(maxsize=1024)(output.csv_field)  # for the few texts many rows share (dtypes)
+
+
+def _cell_text(value: Any) -> str:
+    """Any other cell as csv.writer writes it: ``repr`` of a float (a numpy float too), ``str`` of the rest."""
+    return output.csv_field(repr(value) if isinstance(value, float) else str(value))
 
 
 # -- one rank pair ------------------------------------------------------------------------
