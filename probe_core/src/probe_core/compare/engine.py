@@ -284,9 +284,8 @@ def _render_plain(npu: DumpEntry, plain: Plain, columns: Sequence[str], percent:
         stack, tail_name = field(stack), [field(name) for name in tail_name]
         shown = float_texts([*ours, *theirs]) if has_stats else []
         ours, theirs = shown[:len(ours)], shown[len(ours):]
-        floats = iter(float_texts([value for values in plain.metrics for at, is_percent in metric_plan + extra_plan
-                                   if at >= 0 and not is_percent and values[at].__class__ is float
-                                   for value in (values[at],)]))
+        floats = iter(float_texts([values[at] for values in plain.metrics for at, is_percent in metric_plan + extra_plan
+                                   if at >= 0 and not is_percent and values[at].__class__ is float]))
     out = []
     for i, ((a, b), values) in enumerate(zip(plain.leaves, plain.metrics)):
         grad = na if a.requires_grad is None else a.requires_grad
