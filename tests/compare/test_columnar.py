@@ -247,7 +247,7 @@ def test_rows_spooled_as_text_give_the_csv_of_rows_spooled_as_values(tmp_path, m
 
 
 def test_plain_rows_written_as_text_quote_as_the_csv_writer_does(tmp_path):
-    """Plain entries reach the CSV as text written field by field (engine.plain_csv); names, dtypes and
+    """Plain entries reach the CSV as text written a column at a time (engine.render_plains); names, dtypes and
     stacks with commas, quotes and line breaks are quoted as csv.writer quotes them."""
     names = ['Functional.lin,ear.0.forward', 'Torch.a"dd.0.forward', "Tensor.mul\r\n.0.forward", "Torch.neg.0.forward"]
     for side, scale in (("t", 1.0), ("b", 1.0001)):

@@ -21,7 +21,7 @@ makes it 4-5x faster:
 from __future__ import annotations
 
 import json
-import re
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
@@ -29,7 +29,7 @@ import msgspec
 MISS = object()  # what try_decode returns for text it leaves to json
 _decode = msgspec.json.Decoder().decode
 _encode = msgspec.json.Encoder().encode
-_UNLIKE_REPR = re.compile(r"[el]|0\.0000")  # in a token that repr writes otherwise: 1e-5, null, 0.00001
+_UNLIKE_REPR = ("e", "l", "0.0000")  # in a token that repr writes otherwise: 1e-5, null, 0.00001
 
 
 def try_decode(text: str | bytes) -> Any:
@@ -62,10 +62,19 @@ def float_texts(values: list[float]) -> list[str]:
         return []
     text = _encode(values)[1:-1].decode()
     tokens = text.split(",")
-    if "e" in text or "l" in text or "0.0000" in text:  # some tokens differ from repr: theirs replace them
-        token, counted = 0, 0
-        for found in _UNLIKE_REPR.finditer(text):
-            token += text.count(",", counted, found.start())
-            counted = found.start()
-            tokens[token] = repr(values[token])
+    token, counted = 0, 0
+    for at in sorted(_unlike_repr(text)):  # in the tokens that differ from repr: theirs replace them
+        token += text.count(",", counted, at)
+        counted = at
+        tokens[token] = repr(values[token])
     return tokens
+
+
+def _unlike_repr(text: str) -> Iterator[int]:
+    """Where ``text`` holds something repr writes otherwise (an exponent, ``null``, ``0.0000``); a token
+    may be named more than once. ``str.find`` scans far faster than a regular expression would."""
+    for needle in _UNLIKE_REPR:
+        at = text.find(needle)
+        while at >= 0:
+            yield at
+            at = text.find(needle, at + 1)

@@ -248,81 +248,95 @@ def render_rows(outcome: EntryOutcome, columns: Sequence[str], percent: frozense
         yield [na if v is None else v for v in values]
 
 
-@lru_cache(maxsize=8)
-def _plain_plan(metric_cols: tuple[str, ...], extra_cols: tuple[str, ...], percent: frozenset[str],
-                names: tuple[str, ...]) -> tuple[tuple[tuple[int, bool], ...], tuple[tuple[int, bool], ...]]:
-    """Where each metric and extra column's value sits in a plain entry's metric tuple (-1: absent), and
-    whether it is shown in percent."""
-    at = {name: i for i, name in enumerate(names)}
-    return (tuple((at.get(col, -1), col in percent) for col in metric_cols),
-            tuple((at.get(col, -1), col in percent) for col in extra_cols))
-
-
-def render_plain(npu: DumpEntry, plain: Plain, columns: Sequence[str], percent: frozenset[str]) -> list[list[Any]]:
-    """:func:`render_rows` of an entry the columnar path compared: its rows all pass, both sides have the
-    same signature (dtypes, shapes, requires_grad), and every statistic is a number."""
-    return _render_plain(npu, plain, columns, percent, False)
-
-
-def plain_csv(npu: DumpEntry, plain: Plain, columns: Sequence[str], percent: frozenset[str]) -> str:
-    """:func:`render_plain`'s rows as the CSV holds them (what :func:`output.csv_texts` makes of them), written
-    field by field: the entry's numbers are formatted at once (:func:`float_texts`), and only its names,
-    dtypes and stack can need quoting."""
-    return _render_plain(npu, plain, columns, percent, True)
-
-
-def _render_plain(npu: DumpEntry, plain: Plain, columns: Sequence[str], percent: frozenset[str], text: bool) -> Any:
+def render_plains(entries: Sequence[tuple[DumpEntry, Plain]], columns: Sequence[str], percent: frozenset[str],
+                  text: bool) -> list[Any]:
+    """:func:`render_rows` of entries the columnar path compared (every row passes; both sides of a row have
+    the same dtype, shape and requires_grad; every statistic is a number), built a column at a time over all
+    their rows. Per entry: its rows as the CSV holds them (``text``: what :func:`output.csv_texts` makes of
+    them; numbers formatted a column at once by :func:`float_texts`, and only names, dtypes, shapes and stacks
+    can need quoting), or as value lists (for the XLSX)."""
+    if not entries:
+        return []
     metric_cols, has_stats, has_data_name, extra_cols = _layout(tuple(columns))
-    metric_plan, extra_plan = _plain_plan(metric_cols, extra_cols, percent, plain.names)
-    na, fmt = output.NA, output.format_value
-    tail_name = [str(["-1", "-1"])] if has_data_name else []
-    stack = str(list(npu.stack)) if npu.stack else na
-    ours, theirs = plain.stats
-    consistent: Any = "True" if text else True  # requires_grad, the same on both sides
-    if text:  # every cell as the CSV writes it: numbers (floats by repr) in one call, text quoted where needed
-        field = output.csv_field
-        stack, tail_name = field(stack), [field(name) for name in tail_name]
-        shown = float_texts([*ours, *theirs]) if has_stats else []
-        ours, theirs = shown[:len(ours)], shown[len(ours):]
-        floats = iter(float_texts([values[at] for values in plain.metrics for at, is_percent in metric_plan + extra_plan
-                                   if at >= 0 and not is_percent and values[at].__class__ is float]))
-    out = []
-    for i, ((a, b), values) in enumerate(zip(plain.leaves, plain.metrics)):
-        grad = na if a.requires_grad is None else a.requires_grad
-        if text:  # both sides have one dtype, shape and requires_grad
-            dtype, shape = _text_field(a.dtype), _shape_field(a.shape)
-            shown_grad = na if grad is na else str(grad)
-            row = [field(a.name), field(b.name), dtype, dtype, shape, shape, shown_grad, shown_grad]
-        else:
-            shape = _shape_text(a.shape)
-            row = [a.name, b.name, a.dtype, b.dtype, shape, shape, grad, grad]
-        for at, is_percent in metric_plan:
-            value = values[at] if at >= 0 else None
-            if value is None:
-                value = na
-            elif is_percent and value.__class__ is float:
-                value = "0%" if value == 0.0 else fmt(value, True)
-            elif text:
-                value = next(floats) if value.__class__ is float else _cell_text(value)
-            row.append(value)
-        if has_stats:
-            row += ours[4 * i:4 * i + 4]
-            row += theirs[4 * i:4 * i + 4]
-        row += (na if grad is na else consistent, PASS, na, stack if i == 0 else na)
-        row += tail_name
-        for at, is_percent in extra_plan:
-            value = values[at] if at >= 0 else None
-            if value is None:
-                value = na
-            elif is_percent and value.__class__ is float:
-                value = fmt(value, True)
-            elif text:
-                value = next(floats) if value.__class__ is float else _cell_text(value)
-            row.append(value)
-        out.append(row)
+    na = output.NA
+    leaves = [pair for _, plain in entries for pair in plain.leaves]
+    metrics = [values for _, plain in entries for values in plain.metrics]
+    count = len(leaves)
     if text:
-        return "".join([",".join(row) + "\r\n" for row in out])
+        names = _csv_fields([a.name for a, _ in leaves]), _csv_fields([b.name for _, b in leaves])
+        dtypes = [_text_field(a.dtype) for a, _ in leaves]
+        shapes = [_shape_field(a.shape) for a, _ in leaves]
+        grads = [na if a.requires_grad is None else str(a.requires_grad) for a, _ in leaves]
+    else:
+        names = [a.name for a, _ in leaves], [b.name for _, b in leaves]
+        dtypes = [a.dtype for a, _ in leaves]
+        shapes = [_shape_text(a.shape) for a, _ in leaves]
+        grads = [na if a.requires_grad is None else a.requires_grad for a, _ in leaves]
+    cells = [*names, dtypes, dtypes, shapes, shapes, grads, grads]
+    at = {name: i for i, name in enumerate(entries[0][1].names)}  # one compare: every Plain has the same names
+    for col in metric_cols:
+        cells.append(_metric_cells(metrics, at.get(col, -1), col in percent, True, text, count))
+    if has_stats:
+        for side in (0, 1):
+            stats = [value for _, plain in entries for value in plain.stats[side]]
+            if text:
+                stats = float_texts(stats)
+            cells += [stats[k::4] for k in range(4)]
+    consistent = "True" if text else True
+    stacks: list[Any] = []
+    for npu, plain in entries:
+        stack = str(list(npu.stack)) if npu.stack else na
+        stacks.append(output.csv_field(stack) if text else stack)
+        stacks += [na] * (len(plain.leaves) - 1)
+    cells += [[na if grad is na else consistent for grad in grads], [PASS] * count, [na] * count, stacks]
+    if has_data_name:
+        data_name = str(["-1", "-1"])
+        cells.append([output.csv_field(data_name) if text else data_name] * count)
+    for col in extra_cols:
+        cells.append(_metric_cells(metrics, at.get(col, -1), col in percent, False, text, count))
+    out, end = [], 0
+    if text:
+        lines = list(map(",".join, zip(*cells)))
+        for _, plain in entries:
+            start, end = end, end + len(plain.leaves)
+            out.append("\r\n".join(lines[start:end]) + "\r\n")
+    else:
+        rows = list(map(list, zip(*cells)))
+        for _, plain in entries:
+            start, end = end, end + len(plain.leaves)
+            out.append(rows[start:end])
     return out
+
+
+def _metric_cells(metrics: list[tuple], at: int, is_percent: bool, zero_percent: bool, text: bool,
+                  count: int) -> list[Any]:
+    """One metric column's cells (``at``: its place in each row's metric values, -1 when absent); a percent
+    column shows a float as ``12.5%`` (``0%`` for zero when ``zero_percent``)."""
+    na = output.NA
+    if at < 0:
+        return [na] * count
+    values = [row[at] for row in metrics]
+    if set(map(type, values)) == {float}:  # the common case: a column of floats
+        if is_percent:
+            return [("0%" if zero_percent and value == 0.0 else f"{value * 100}%") for value in values]
+        return float_texts(values) if text else values
+    fmt, cells = output.format_value, []
+    for value in values:
+        if value is None:
+            value = na
+        elif is_percent and value.__class__ is float:
+            value = "0%" if zero_percent and value == 0.0 else fmt(value, True)
+        elif text:
+            value = float_texts([value])[0] if value.__class__ is float else _cell_text(value)
+        cells.append(value)
+    return cells
+
+
+def _csv_fields(texts: list[str]) -> list[str]:
+    """Each text as a CSV cell (:func:`output.csv_field`); one search when none needs quoting."""
+    if output.needs_quoting("\x00".join(texts)):
+        return [output.csv_field(text) for text in texts]
+    return texts
 
 
 @lru_cache(maxsize=4096)
@@ -344,18 +358,12 @@ _WORKER: dict[str, Any] = {}
 
 
 def _finish(npu: DumpEntry | None, bench: DumpEntry | EntryRef | None, plain: Plain | None = None) -> EntryOutcome:
-    """Compare one entry pair (``plain``: the columnar path's rows of it, ``bench`` then its ref) and render
-    its rows; the outcome keeps plain rows, not objects."""
+    """Compare one entry pair (``plain``: the columnar path's rows of it, ``bench`` then its ref; its rows are
+    rendered by :func:`_finish_chunk`) and render its rows; the outcome keeps plain rows, not objects."""
     if plain is not None:  # a plain entry: npu and bench are both there
         facts = plain_facts(npu.name, npu.index, npu.parent, bench.name, plain.layout, plain.leaves,  # type: ignore
                             plain.errs, _WORKER["mode"])
-        outcome = EntryOutcome(npu.name, npu.index, PASS, [], _light(npu), None, facts)  # type: ignore[union-attr]
-        if _WORKER["xlsx"]:
-            outcome.rendered = render_plain(npu, plain, _WORKER["columns"], _WORKER["percent"])  # type: ignore[arg-type]
-        else:
-            outcome.text = plain_csv(npu, plain, _WORKER["columns"], _WORKER["percent"])  # type: ignore[arg-type]
-            outcome.results = (PASS,) * len(plain.leaves)
-        return outcome
+        return EntryOutcome(npu.name, npu.index, PASS, [], _light(npu), None, facts)  # type: ignore[union-attr]
     outcome = compare_entry(npu, bench, _WORKER["mode"], _WORKER["comparators"], _WORKER["lenient"],  # type: ignore[arg-type]
                             _WORKER["name_map"], _WORKER["postprocess"], _WORKER["rules"])
     outcome.rendered = list(render_rows(outcome, _WORKER["columns"], _WORKER["percent"]))
@@ -366,13 +374,24 @@ def _finish(npu: DumpEntry | None, bench: DumpEntry | EntryRef | None, plain: Pl
 
 
 def _finish_chunk(pairs: Sequence[tuple[DumpEntry | None, EntryRef | None]]) -> list[EntryOutcome]:
-    """Compare a chunk of (target entry, bench ref) pairs: the plain ones as columns, the others row by row
-    (their bench entry loaded by its span)."""
+    """Compare a chunk of (target entry, bench ref) pairs: the plain ones as columns (their rows rendered
+    together), the others row by row (their bench entry loaded by its span)."""
     bench: RankDump = _WORKER["bench"]
-    plain = _WORKER["columnar"].compare(pairs)
-    return _spoolable([_finish(npu, ref, found) if found is not None else
-                       _finish(npu, bench.load(ref) if ref is not None else None)
-                       for (npu, ref), found in zip(pairs, plain)])
+    found = _WORKER["columnar"].compare(pairs)
+    outcomes = [_finish(npu, ref, plain) if plain is not None else
+                _finish(npu, bench.load(ref) if ref is not None else None)
+                for (npu, ref), plain in zip(pairs, found)]
+    shown = [(npu, plain) for (npu, _), plain in zip(pairs, found) if plain is not None]
+    text = not _WORKER["xlsx"]
+    rendered = iter(render_plains(shown, _WORKER["columns"], _WORKER["percent"], text))  # type: ignore[arg-type]
+    for outcome, plain in zip(outcomes, found):
+        if plain is None:
+            continue
+        if text:
+            outcome.text, outcome.results = next(rendered), (PASS,) * len(plain.leaves)
+        else:
+            outcome.rendered = next(rendered)
+    return _spoolable(outcomes)
 
 
 def _spoolable(outcomes: list[EntryOutcome]) -> list[EntryOutcome]:

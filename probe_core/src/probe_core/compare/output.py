@@ -144,6 +144,12 @@ def csv_field(text: str) -> str:
     return '"' + text.replace('"', '""') + '"'
 
 
+def needs_quoting(text: str) -> bool:
+    """Whether :func:`csv_field` quotes ``text`` (or a cell of it, for texts joined by a character it does
+    not quote)."""
+    return _QUOTED.search(text) is not None
+
+
 def csv_rows(text: str) -> list[list[Any]]:
     """The rows of :func:`csv_texts`'s text, as strings (written again, they give the same text)."""
     return list(csv.reader(io.StringIO(text, newline="")))
