@@ -834,7 +834,16 @@ def _chain_job(specs: Sequence[tuple[tuple, tuple]], ref: RegistryRef, options: 
 
 def compare_chain(pairs: Sequence[tuple[RankDump, RankDump]], registry, options: CompareOptions,
                   reference: NoiseReference | None = None) -> ChainResult:
-    """One rank's steps (in step order): compare each, judge them as a chain, write each step's results."""
+    """One rank's steps (in step order): compare each, judge them as a chain, write each step's results.
+
+    The cyclic garbage collector stays paused until the steps' facts and indexes are gone: it would otherwise
+    scan them all once more as soon as the compare of a step let it run again."""
+    with collector_paused():
+        return _compare_chain(pairs, registry, options, reference)
+
+
+def _compare_chain(pairs: Sequence[tuple[RankDump, RankDump]], registry, options: CompareOptions,
+                   reference: NoiseReference | None) -> ChainResult:
     pending = compare_pairs(pairs, registry, options)
     steps = [StepFacts(item.step, item.rank, item.facts) for item in pending]
     judge_job(steps, options.rules, {pending[0].rank: reference} if reference is not None and pending else None)

@@ -3,9 +3,8 @@
 dump.json is ``{"task": ..., ..., "data": {name: entry, ...}}`` and can hold
 hundreds of thousands of entries. :func:`iter_object` walks the top-level
 object and yields the members of one nested object (``data``) one at a time,
-each decoded (by orjson where it is exact, see :mod:`probe_core.fastjson`, else by the C scanner of
-:mod:`json`) and tagged with its byte span
-in the file, so a reader can come back to an entry later with
+each decoded (by msgspec where it is exact, see :mod:`probe_core.fastjson`, else by the C scanner of
+:mod:`json`) and tagged with its byte span in the file, so a reader can come back to an entry later with
 :func:`read_span` instead of keeping it in memory. Memory stays bounded by
 the read chunk plus the largest single entry.
 
@@ -233,9 +232,9 @@ def _members(cur: _Cursor) -> Iterator[Member]:
 class _MemberEnds:
     """Fast decoding of the members of an indented object (``json.dump(indent=...)``: every member's key on
     a line of its own at one indent). A member's value is the text up to the ',' before the next such line
-    (JSON strings hold no raw newline), decoded by :func:`~probe_core.fastjson.try_decode`. When that does
-    not apply (the last member in the window, another layout, a value orjson leaves to :mod:`json`), the
-    caller decodes token by token."""
+    (JSON strings hold no raw newline), decoded by :func:`~probe_core.fastjson.try_decode`; a value the window
+    cuts reads one more chunk first. When that does not apply (the last member, another layout, a value
+    msgspec leaves to :mod:`json`, a value longer than a chunk), the caller decodes token by token."""
 
     def __init__(self, indent: str) -> None:
         self.key_line = indent[indent.rfind("\n"):] + '"'  # a newline, the members' indent and the key's quote
@@ -248,6 +247,9 @@ class _MemberEnds:
         if text is self.text and pos < self.ahead:
             return MISS
         end = text.find(self.key_line, pos)
+        if end < 0 and not cur.eof and cur.fill():  # the window ends inside the value: read on once, not
+            text, pos = cur.text, cur.pos           # token by token (a cut token costs json a scan of it all)
+            end = text.find(self.key_line, pos)
         if end >= 0:
             segment = text[pos:end].rstrip(_WHITESPACE)
             if segment.endswith(","):
