@@ -6,10 +6,11 @@ from __future__ import annotations
 import math
 
 from probe_core.compare.mapping import NameMap, builtin_map, load_mapping
-from probe_core.compare.match import match_entries
+from probe_core.compare.match import _Keyer, match_entries
 from probe_core.compare.judge import entry_facts, judge_step
 from probe_core.compare.rules import ERROR, PASS, WARNING, RowResult, judge_entry
 from probe_core.dump import EntryRef, TensorMeta
+from probe_core.dump.names import parse_entry_name
 from probe_modes.md5 import Md5Mode
 from probe_modes.statistics import StatisticsMode, statistics_metrics
 from probe_modes.tensor import TensorMode
@@ -186,3 +187,15 @@ def test_a_differing_scalar_argument_makes_the_op_the_divergence():
     reason = first_divergence("M", rows, STATISTICS)
     assert says(reason, "output.0", "Norm 1.01 vs 1.0", "adds error")
     assert rows[1].result == ERROR and "Scalar values differ (1.01 vs 1.0)" in rows[1].err_message
+
+
+def test_api_match_keys_are_the_parsed_names():
+    """The matcher reads an API name's parts without parse_entry_name (its fast path): the same key."""
+    keyer = _Keyer((), {}, None, False, False)
+    names = ["Functional.linear.0.forward", "Torch.x.12.backward", "x.1.forward", ".1.forward", "a..1.forward",
+             "a.\u0661.forward", "Tensor.__add__.3.forward", "1.2.forward", "Distributed.all_reduce.0.forward",
+             "a.b", "a.1.debug", "Module.layer.Linear.forward.0", "Module.a.b.parameters_grad.0", "a.x.forward",
+             "a.1.forwards", "forward", "0.forward"]
+    for name in names:
+        parsed = parse_entry_name(name)
+        assert keyer.base(name) == (parsed.kind, parsed.base, parsed.direction, parsed.count), name
