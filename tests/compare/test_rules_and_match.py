@@ -4,6 +4,7 @@ and entry matching, on hand-made rows and names."""
 from __future__ import annotations
 
 import math
+import random
 
 from probe_core.compare.mapping import NameMap, builtin_map, load_mapping
 from probe_core.compare.match import _Keyer, match_entries
@@ -12,7 +13,7 @@ from probe_core.compare.rules import ERROR, PASS, WARNING, RowResult, judge_entr
 from probe_core.dump import EntryRef, TensorMeta
 from probe_core.dump.names import parse_entry_name
 from probe_modes.md5 import Md5Mode
-from probe_modes.statistics import StatisticsMode, statistics_metrics
+from probe_modes.statistics import DIFF_COLUMNS, RELATIVE_COLUMNS, StatisticsMode, statistics_metrics
 from probe_modes.tensor import TensorMode
 
 STATISTICS, MD5, TENSOR = StatisticsMode(), Md5Mode(), TensorMode()
@@ -199,3 +200,16 @@ def test_api_match_keys_are_the_parsed_names():
     for name in names:
         parsed = parse_entry_name(name)
         assert keyer.base(name) == (parsed.kind, parsed.base, parsed.direction, parsed.count), name
+
+
+def test_shown_rows_are_shown_metrics_row_by_row():
+    """The graph shows a chunk's metrics formatted a column at a time (StatisticsMode.shown_rows): the same
+    texts as shown_metrics gives each leaf, for any value in any column."""
+    mode = StatisticsMode()
+    names = DIFF_COLUMNS + RELATIVE_COLUMNS
+    rnd = random.Random(5)
+    odd = (math.nan, math.inf, -math.inf, 0.0, -0.0, 1e-9, 3, None, "N/A", 1e300)
+    for _ in range(100):
+        rows = [tuple(rnd.choice(odd) if rnd.random() < 0.2 else rnd.uniform(-2, 2) * 10.0 ** rnd.randint(-12, 5)
+                      for _ in names) for _ in range(rnd.randint(1, 12))]
+        assert mode.shown_rows(names, rows) == [mode.shown_metrics(dict(zip(names, row))) for row in rows]

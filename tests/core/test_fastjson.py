@@ -80,8 +80,14 @@ def test_floats_decode_as_json_decodes_them():
 
 
 def test_float_texts_are_repr():
-    values = _random_doubles(50_000, 2)
+    values = _random_doubles(50_000, 2)  # mostly numbers whose msgspec token is not their repr
     assert float_texts(values) == [repr(v) for v in values]
+    rnd = random.Random(4)
+    for _ in range(200):  # mostly numbers whose token is their repr, a few that are not, anywhere in the list
+        values = [rnd.uniform(-100, 100) for _ in range(rnd.randint(1, 60))]
+        for _ in range(rnd.randint(0, len(values) // 5)):
+            values[rnd.randrange(len(values))] = rnd.choice((1e-5, -3.5e-7, 1e17, math.nan, -math.inf, 0.00012, 7))
+        assert float_texts(values) == [repr(v) for v in values], values
     assert float_texts([]) == []
 
 

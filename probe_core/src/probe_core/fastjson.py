@@ -62,8 +62,11 @@ def float_texts(values: list[float]) -> list[str]:
         return []
     text = _encode(values)[1:-1].decode()
     tokens = text.split(",")
+    unlike = sorted(_unlike_repr(text))
+    if 4 * len(unlike) > len(tokens):  # mostly numbers repr writes otherwise (tiny differences): repr is faster
+        return [repr(value) for value in values]
     token, counted = 0, 0
-    for at in sorted(_unlike_repr(text)):  # in the tokens that differ from repr: theirs replace them
+    for at in unlike:  # in the tokens that differ from repr: theirs replace them
         token += text.count(",", counted, at)
         counted = at
         tokens[token] = repr(values[token])

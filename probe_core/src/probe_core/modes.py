@@ -170,6 +170,11 @@ class DataMode:
         """One leaf's metrics as the viewer shows them (text values)."""
         return {key: "null" if value is None else str(value) for key, value in metrics.items()}
 
+    def shown_rows(self, names: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[dict[str, str]]:
+        """:meth:`shown_metrics` of many leaves whose metrics have the same ``names`` (each row: the values in
+        that order), as the columnar compare holds them; a mode may format them a column at a time."""
+        return [self.shown_metrics(dict(zip(names, values))) for values in rows]
+
 
 # -- choosing a mode ------------------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from probe_core.compare.comparator import LeafPair
 from probe_core.compare.metrics import as_float, relative_error
 from probe_core.compare.output import NA
 from probe_core.compare.rules import ERROR, WARNING, RowResult, is_bad, metric_values
+from probe_core.fastjson import float_texts
 from probe_core.modes import DataMode
 from probe_core.specs import ComparatorSpec, DataModeSpec
 
@@ -253,6 +254,22 @@ class StatisticsMode(DataMode):
             else:
                 shown[column] = "null" if value is None else str(value)
         return shown
+
+    def shown_rows(self, names: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[dict[str, str]]:
+        if type(self).shown_metrics is not StatisticsMode.shown_metrics:
+            return super().shown_rows(names, rows)
+        keys, columns = [], []
+        for at, column in enumerate(names):  # a column of floats at once; any other column value by value
+            values = [values[at] for values in rows]
+            renamed = SHOWN_DIFF.get(column)
+            keys.append(renamed or column)
+            if set(map(type, values)) != {float}:
+                columns.append([self.shown_metrics({column: value})[keys[-1]] for value in values])
+            elif column in RELATIVE_SET:
+                columns.append([f"{value * 100:.6g}%" if value - value == 0.0 else str(value) for value in values])
+            else:
+                columns.append(float_texts(values))  # str of a float is its repr
+        return [dict(zip(keys, cells)) for cells in zip(*columns)]
 
 
 class StatisticsComparator:

@@ -125,6 +125,13 @@ class Graph:
             yield node
             stack.extend(reversed(node.children))
 
+    def release(self) -> None:
+        """Unlink the nodes (parent, children, matched partner) once the graph is written: reference counting
+        then frees them at once, not the cyclic collector after a scan of every object alive."""
+        for node in self.nodes.values():
+            node.parent = node.matched = None
+            node.children = []
+
     def renumber(self) -> None:
         """Set each node's ``order`` to its post-order position."""
         for index, node in enumerate(self.walk()):

@@ -81,6 +81,8 @@ def score_graphs(target: Graph, bench: Graph, mode: DataMode | None, comparators
             pairs = {node.name: (_entry(node, target_dump), _entry(node.matched, bench_dump)) for node in chunk
                      if mode is not None and node.matched is not None and _has_tensors(node)}
             plain = dict(zip(pairs, columnar.compare_entries(list(pairs.values())))) if columnar else {}
+            plain = {name: found for name, found in plain.items() if found is not None}
+            metrics.update(_plain_shown(plain, mode))  # type: ignore[arg-type]
             for node in chunk:
                 _score(node, mode, comparators, rules, pairs.get(node.name), plain.get(node.name), metrics, facts)
     finally:
@@ -112,24 +114,25 @@ def _score(node: Node, mode: DataMode | None, comparators: Sequence[LoadedCompar
         if plain is not None:  # compared on the columnar path: every row passes, with no message
             facts.append(plain_facts(npu.name, npu.index, npu.parent, bench.name, plain.layout, plain.leaves,
                                      plain.errs, mode))  # type: ignore[arg-type]
-            shown = _plain_shown(plain, mode)  # type: ignore[arg-type]
         else:
             outcome = compare_entry(npu, bench, mode, comparators, lenient=True, rules=rules)  # type: ignore[arg-type]
             verdict = outcome.result
             if outcome.facts is not None:
                 facts.append(outcome.facts)
             shown = _shown(outcome.rows, mode)  # type: ignore[arg-type]
-        if shown:
-            metrics[node.name] = shown
+            if shown:
+                metrics[node.name] = shown
     node.precision_index = other.precision_index = INDEX_OF.get(verdict, PASS_INDEX)
 
 
-def _plain_shown(plain: Plain, mode: DataMode) -> dict[str, dict[str, Any]]:
-    """:func:`_shown` of a plain entry's rows, from its metric values."""
-    names = plain.names
-    if not names:
+def _plain_shown(plain: dict[str, Plain], mode: DataMode) -> dict[str, dict[str, dict[str, Any]]]:
+    """:func:`_shown` of the plain entries of a chunk (node name -> its :class:`Plain`), formatted at once
+    from their metric values (every Plain of a chunk has the same metric names)."""
+    if not plain or not next(iter(plain.values())).names:
         return {}
-    return {a.name: mode.shown_metrics(dict(zip(names, values))) for (a, _), values in zip(plain.leaves, plain.metrics)}
+    found = list(plain.values())
+    shown = iter(mode.shown_rows(found[0].names, [values for one in found for values in one.metrics]))
+    return {name: {a.name: next(shown) for a, _ in one.leaves} for name, one in plain.items()}
 
 
 def _shown(rows: Sequence[Any], mode: DataMode) -> dict[str, dict[str, Any]]:

@@ -99,8 +99,18 @@ def compare_mode(target: Graph, bench: Graph, registry: Any) -> DataMode | None:
 
 
 def _run_job(job: GraphJob, options: GraphOptions, registry: Any) -> JobResult:
+    graphs: list[Graph] = []
+    try:
+        return _build_job(job, options, registry, graphs)
+    finally:
+        for graph in graphs:
+            graph.release()
+
+
+def _build_job(job: GraphJob, options: GraphOptions, registry: Any, graphs: list[Graph]) -> JobResult:
     layouts = options.layouts or (None, None)
     target = _side(job.target, "NPU", layouts[0], job.step, job.rank, registry)
+    graphs.append(target)
     result = JobResult(step=job.step, rank=job.rank)
     if options.overflow:
         mark_overflow(target)
@@ -108,6 +118,7 @@ def _run_job(job: GraphJob, options: GraphOptions, registry: Any) -> JobResult:
     metrics = None
     if job.bench is not None:
         bench = _side(job.bench, "Bench", layouts[1], job.step, job.rank, registry)
+        graphs.append(bench)
         if options.overflow:
             mark_overflow(bench)
         mode = compare_mode(target, bench, registry)
