@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import pickle
 import sqlite3
 from pathlib import Path
 
+from probe_core.graph.service import GraphOptions, apply_verdicts, plan_jobs, run_job
+from probe_core.plugins import current_registry
 from tests.graph.helpers import only_db, rows, run_probe
 
 PERTURBED = "Functional.linear.6.forward"            # blocks.1.mlp.fc1's linear
@@ -101,3 +104,23 @@ def test_bad_layer_mapping_is_a_clear_error(tmp_path: Path, torch_pair) -> None:
     mapping.write_text("- just\n- a list\n")
     done = run_probe("-tp", target.folder, "-gp", bench.folder, "-o", tmp_path / "out", "-lm", mapping, check=False)
     assert done.returncode == 2 and "mapping.yaml" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_rows_made_in_a_worker_are_the_rows_made_here(torch_pair) -> None:
+    """A job's rows are made from its graphs while the file is written; a worker's job, pickled to the parent,
+    makes them first: the same rows and stacks, the verdicts' flags included."""
+    target, bench = torch_pair
+    target.scale_output(PERTURBED, 3.0)
+    options = GraphOptions()
+    results = []
+    for _ in range(2):
+        [job] = plan_jobs(target.folder, bench.folder, options)
+        results.append(run_job(job, options, current_registry()))
+    here, there = results[0], pickle.loads(pickle.dumps(results[1]))
+    for result in (here, there):
+        apply_verdicts([result], "noise")
+    made_here = [(list(part.node_rows()), part.stacks) for part in here.rows]
+    assert made_here == [(list(part.node_rows()), part.stacks) for part in there.rows]
+    flagged = {row[3] for row in made_here[0][0] if row[7] == 1.0}
+    assert PERTURBED in flagged and PERTURBED_MODULE in flagged
+    assert here.summary == there.summary and here.summary.errors >= 2

@@ -26,6 +26,7 @@ from probe_core.compare.engine import CHUNK_ENTRIES, compare_entry
 from probe_core.compare.judge import EntryFacts, entry_facts, plain_facts
 from probe_core.dump import DumpEntry, RankDump
 from probe_core.graph.model import Graph, Node
+from probe_core.graph.vis_db import MetricValues, NodeMetrics
 from probe_core.modes import DataMode
 
 PASS_INDEX, WARNING_INDEX, ERROR_INDEX = 0.0, 0.5, 1.0
@@ -64,13 +65,14 @@ def _dump(graph: Graph) -> RankDump | None:
 
 
 def score_graphs(target: Graph, bench: Graph, mode: DataMode | None, comparators: Sequence[LoadedComparator],
-                 rules: str = "noise") -> tuple[dict[str, dict[str, dict[str, Any]]], list[EntryFacts]]:
+                 rules: str = "noise") -> tuple[dict[str, NodeMetrics], list[EntryFacts]]:
     """Set ``precision_index`` on matched nodes of both sides from the rules; return the target side's shown
-    metrics and the judge's facts of the target's nodes in execution order.
+    metrics (plain nodes' as :class:`MetricValues`, shown when their rows are made) and the judge's facts of
+    the target's nodes in execution order.
 
     ``mode`` ``None`` compares structure only (task ``structure``): every matched node passes.
     """
-    metrics: dict[str, dict[str, dict[str, Any]]] = {}
+    metrics: dict[str, NodeMetrics] = {}
     facts: list[EntryFacts] = []
     target_dump, bench_dump = _dump(target), _dump(bench)
     columnar = ColumnarCompare(mode, comparators, rules) if mode is not None else None
@@ -82,7 +84,7 @@ def score_graphs(target: Graph, bench: Graph, mode: DataMode | None, comparators
                      if mode is not None and node.matched is not None and _has_tensors(node)}
             plain = dict(zip(pairs, columnar.compare_entries(list(pairs.values())))) if columnar else {}
             plain = {name: found for name, found in plain.items() if found is not None}
-            metrics.update(_plain_shown(plain, mode))  # type: ignore[arg-type]
+            metrics.update((name, _metric_values(found)) for name, found in plain.items() if found.names)
             for node in chunk:
                 _score(node, mode, comparators, rules, pairs.get(node.name), plain.get(node.name), metrics, facts)
     finally:
@@ -99,7 +101,7 @@ def _has_tensors(node: Node) -> bool:
 
 def _score(node: Node, mode: DataMode | None, comparators: Sequence[LoadedComparator], rules: str,
            pair: tuple[DumpEntry, DumpEntry] | None, plain: Plain | None,
-           metrics: dict[str, dict[str, dict[str, Any]]], facts: list[EntryFacts]) -> None:
+           metrics: dict[str, NodeMetrics], facts: list[EntryFacts]) -> None:
     """One target node: its precision index (and its partner's), its shown metrics and its facts."""
     other = node.matched
     if other is None:
@@ -125,14 +127,9 @@ def _score(node: Node, mode: DataMode | None, comparators: Sequence[LoadedCompar
     node.precision_index = other.precision_index = INDEX_OF.get(verdict, PASS_INDEX)
 
 
-def _plain_shown(plain: dict[str, Plain], mode: DataMode) -> dict[str, dict[str, dict[str, Any]]]:
-    """:func:`_shown` of the plain entries of a chunk (node name -> its :class:`Plain`), formatted at once
-    from their metric values (every Plain of a chunk has the same metric names)."""
-    if not plain or not next(iter(plain.values())).names:
-        return {}
-    found = list(plain.values())
-    shown = iter(mode.shown_rows(found[0].names, [values for one in found for values in one.metrics]))
-    return {name: {a.name: next(shown) for a, _ in one.leaves} for name, one in plain.items()}
+def _metric_values(plain: Plain) -> MetricValues:
+    """A plain entry's metrics, shown when its row is written (:class:`~probe_core.graph.vis_db.MetricValues`)."""
+    return MetricValues(plain.names, [a.name for a, _ in plain.leaves], plain.metrics)
 
 
 def _shown(rows: Sequence[Any], mode: DataMode) -> dict[str, dict[str, Any]]:

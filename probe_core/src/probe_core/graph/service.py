@@ -99,26 +99,15 @@ def compare_mode(target: Graph, bench: Graph, registry: Any) -> DataMode | None:
 
 
 def _run_job(job: GraphJob, options: GraphOptions, registry: Any) -> JobResult:
-    graphs: list[Graph] = []
-    try:
-        return _build_job(job, options, registry, graphs)
-    finally:
-        for graph in graphs:
-            graph.release()
-
-
-def _build_job(job: GraphJob, options: GraphOptions, registry: Any, graphs: list[Graph]) -> JobResult:
     layouts = options.layouts or (None, None)
     target = _side(job.target, "NPU", layouts[0], job.step, job.rank, registry)
-    graphs.append(target)
     result = JobResult(step=job.step, rank=job.rank)
     if options.overflow:
         mark_overflow(target)
-    bench = None
+    bench = mode = None
     metrics = None
     if job.bench is not None:
         bench = _side(job.bench, "Bench", layouts[1], job.step, job.rank, registry)
-        graphs.append(bench)
         if options.overflow:
             mark_overflow(bench)
         mode = compare_mode(target, bench, registry)
@@ -131,9 +120,12 @@ def _build_job(job: GraphJob, options: GraphOptions, registry: Any, graphs: list
     if options.json_dir is not None:
         export_dump(target, Path(options.json_dir) / f"step{job.step}" / f"rank{job.rank}")
         result.summary = summarize(target, bench)
+        for graph in (target, bench):
+            if graph is not None:
+                graph.release()
         return result
-    result.rows.append(graph_rows(target, metrics))
-    if bench is not None:
+    result.rows.append(graph_rows(target, metrics, mode.shown_rows if mode is not None else None))
+    if bench is not None:  # both graphs stay until their rows are written (each row links to its partner)
         result.rows.append(graph_rows(bench))
     result.summary = summarize(target, bench)
     result.micro_steps = max(target.micro_steps, bench.micro_steps if bench else 1)
@@ -225,7 +217,10 @@ def _run_graph(target_path: str | Path, bench_path: str | Path | None, output_di
     while (Path(output_dir) / name).exists():
         n += 1
         name = f"{kind}_{stamp}_{n}.vis.db"
-    path = write_vis_db(Path(output_dir) / name, [rows for r in results for rows in r.rows], config)
+    parts = [rows for r in results for rows in r.rows]
+    path = write_vis_db(Path(output_dir) / name, parts, config)
+    for part in parts:
+        part.release()
     return path, [r.summary for r in results if r.summary is not None]
 
 
@@ -244,8 +239,9 @@ def apply_verdicts(results: Sequence[JobResult], rules: str,
         flagged = _with_ancestors({f.name for f in judgement.errors.values()}, result.facts)
         bench_names = {f.bench_name for f in result.facts if f.name in flagged and f.bench_name}
         for rows, names in zip(result.rows, (flagged, bench_names)):
-            rows.nodes = [_flag(row, ERROR_INDEX) if row[3] in names else row for row in rows.nodes]
-        errors = sum(1 for row in result.rows[0].nodes if row[7] is not None and row[7] >= ERROR_AT) \
+            rows.flag(names, ERROR_INDEX)
+        errors = sum(1 for name, index in result.rows[0].indexes()
+                     if name in flagged or (index is not None and index >= ERROR_AT)) \
             if result.rows else result.summary.errors
         first = judgement.first.name if judgement.first is not None else None
         result.summary = dataclasses.replace(result.summary, errors=errors, first_divergent=first, job_first=job_first)
@@ -261,10 +257,6 @@ def _with_ancestors(names: set[str], facts: Sequence[EntryFacts]) -> set[str]:
             out.add(parent)
             parent, depth = parents.get(parent), depth + 1
     return out
-
-
-def _flag(row: tuple, index: float) -> tuple:
-    return row[:7] + (index,) + row[8:]
 
 
 def _log_progress(options: GraphOptions, job: GraphJob, done: int, total: int) -> None:

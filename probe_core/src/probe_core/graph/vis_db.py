@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -98,41 +98,128 @@ def format_table(table: TensorTable, metrics: dict[str, dict[str, Any]] | None =
     return dumps(out)
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
+class MetricValues:
+    """A node's leaf metrics as values, shown as text (``DataMode.shown_rows``, a chunk of nodes at once) only
+    when its row is made: ``names`` the metric names, ``keys`` each leaf's tensor key, ``values`` each leaf's
+    values in ``names`` order. Far smaller than the text while the job's other graphs are built."""
+
+    names: tuple[str, ...]
+    keys: list[str]
+    values: list[tuple]
+
+
+#: a node's shown metrics: {tensor key: {metric: text}}, or its values to format when its row is made
+NodeMetrics = dict[str, dict[str, Any]] | MetricValues
+ShowRows = Callable[[Sequence[str], Sequence[Sequence[Any]]], list[dict[str, str]]]
+ROWS_CHUNK = 1024  # nodes whose rows are made at once
+
+
 class GraphRows:
-    """What one graph contributes to the file (picklable, so workers can build it)."""
+    """What one graph contributes to the file: its ``tb_nodes`` rows (:meth:`node_rows`) and ``tb_stack`` rows
+    (:attr:`stacks`, complete once the node rows are made).
 
-    nodes: list[tuple] = field(default_factory=list)
-    stacks: list[tuple[str, str]] = field(default_factory=list)
+    The rows are made from the graph as the file is written, a chunk of nodes at a time, so a big graph's rows
+    never sit in memory all at once. Pickled (to leave a worker process), they are made first and the graph
+    is dropped. :meth:`flag` names the nodes the job's verdicts turn red."""
+
+    def __init__(self, graph: Graph, metrics: dict[str, NodeMetrics] | None = None,
+                 show: ShowRows | None = None) -> None:
+        self._graph: Graph | None = graph
+        self._metrics = metrics or {}
+        self._show = show
+        self._made: list[tuple] | None = None
+        self.stacks: list[tuple[str, str]] = []
+        self.flagged: frozenset[str] = frozenset()
+        self.flag_index = 0.0
+
+    def flag(self, names: Iterable[str], index: float) -> None:
+        """Show the nodes ``names`` with precision index ``index`` (the job's verdicts)."""
+        self.flagged, self.flag_index = frozenset(names), index
+
+    def node_rows(self) -> Iterator[tuple]:
+        """Every node's row, in the viewer's node order, with the flags."""
+        rows = self._made if self._made is not None else self._make()
+        flagged, index = self.flagged, self.flag_index
+        for row in rows:
+            yield row[:7] + (index,) + row[8:] if row[3] in flagged else row
+
+    def indexes(self) -> Iterator[tuple[str, float | None]]:
+        """(node name, precision index before the flags) of every node."""
+        if self._made is not None:
+            return ((row[3], row[7]) for row in self._made)
+        return ((node.name, node.precision_index) for node in self._graph.walk())  # type: ignore[union-attr]
+
+    def release(self) -> None:
+        """Drop the graph (unlinked: reference counting frees it at once), once the rows are made."""
+        if self._graph is not None:
+            self._graph.release()
+        self._graph, self._metrics = None, {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        if self._made is None:
+            self._made = list(self._make())
+            self._graph, self._metrics = None, {}  # the graph stays with the worker that built it
+        return {"made": self._made, "stacks": self.stacks, "flagged": self.flagged, "flag_index": self.flag_index}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._graph, self._metrics, self._show = None, {}, None
+        self._made, self.stacks = state["made"], state["stacks"]
+        self.flagged, self.flag_index = state["flagged"], state["flag_index"]
+
+    def _make(self) -> Iterator[tuple]:
+        graph = self._graph
+        if graph is None:
+            raise GraphError("the graph's rows were made already and the graph released")
+        graph_id = graph.graph_id
+        stack_ids: dict[tuple[str, ...], str] = {}
+        self.stacks = []
+        nodes = list(graph.walk())
+        for start in range(0, len(nodes), ROWS_CHUNK):
+            chunk = nodes[start:start + ROWS_CHUNK]
+            floats = iter(table_floats(table for node in chunk for table in (node.inputs, node.outputs)))
+            shown = self._shown(chunk)
+            for order, node in enumerate(chunk, start):
+                stack_id = stack_ids.get(node.stack)
+                if stack_id is None:
+                    stack_id = stack_ids[node.stack] = f"{graph_id}_{len(stack_ids)}"
+                    self.stacks.append((stack_id, dumps(list(node.stack))))
+                matched = node.matched
+                link = dumps(matched.ancestors() + [matched.name]) if matched is not None else "[]"
+                node_metrics = shown.get(node.name)
+                yield (
+                    f"{graph_id}_{node.name}", graph_id, order, node.name, str(int(node.kind)),
+                    node.parent.name if node.parent is not None else "",
+                    dumps([child.name for child in node.children]) if node.children else "",
+                    node.precision_index, node.overflow_level, node.micro_step, link, stack_id,
+                    json.dumps(node.merge_info) if node.merge_info else "", "{}", 0,
+                    format_table(node.inputs, node_metrics, floats), format_table(node.outputs, node_metrics, floats),
+                    graph.source, graph.dump_dir, graph.step, graph.rank,
+                    1 if node.name.startswith("Distributed.") else 0,
+                )
+
+    def _shown(self, chunk: Sequence[Any]) -> dict[str, dict[str, dict[str, Any]]]:
+        """The shown metrics of a chunk's nodes; the values of every :class:`MetricValues` formatted at once
+        per set of metric names."""
+        shown: dict[str, dict[str, dict[str, Any]]] = {}
+        pending: dict[tuple[str, ...], list[tuple[str, MetricValues]]] = {}
+        for node in chunk:
+            found = self._metrics.get(node.name)
+            if isinstance(found, MetricValues):
+                pending.setdefault(found.names, []).append((node.name, found))
+            elif found:
+                shown[node.name] = found
+        for names, group in pending.items():
+            texts = iter(self._show(names, [values for _, found in group for values in found.values]))  # type: ignore[misc]
+            for name, found in group:
+                shown[name] = {key: next(texts) for key in found.keys}
+        return shown
 
 
-def graph_rows(graph: Graph, metrics: dict[str, dict[str, dict[str, Any]]] | None = None) -> GraphRows:
-    """Rows for ``tb_nodes`` and ``tb_stack``; ``metrics[node][tensor key]`` adds compare columns."""
-    rows = GraphRows()
-    graph_id = graph.graph_id
-    stack_ids: dict[tuple[str, ...], str] = {}
-    metrics = metrics or {}
-    nodes = list(graph.walk())
-    floats = iter(table_floats(table for node in nodes for table in (node.inputs, node.outputs)))
-    for order, node in enumerate(nodes):
-        stack_id = stack_ids.get(node.stack)
-        if stack_id is None:
-            stack_id = stack_ids[node.stack] = f"{graph_id}_{len(stack_ids)}"
-            rows.stacks.append((stack_id, dumps(list(node.stack))))
-        matched = node.matched
-        link = dumps(matched.ancestors() + [matched.name]) if matched is not None else "[]"
-        node_metrics = metrics.get(node.name)
-        rows.nodes.append((
-            f"{graph_id}_{node.name}", graph_id, order, node.name, str(int(node.kind)),
-            node.parent.name if node.parent is not None else "",
-            dumps([child.name for child in node.children]) if node.children else "",
-            node.precision_index, node.overflow_level, node.micro_step, link, stack_id,
-            json.dumps(node.merge_info) if node.merge_info else "", "{}", 0,
-            format_table(node.inputs, node_metrics, floats), format_table(node.outputs, node_metrics, floats),
-            graph.source, graph.dump_dir, graph.step, graph.rank,
-            1 if node.name.startswith("Distributed.") else 0,
-        ))
-    return rows
+def graph_rows(graph: Graph, metrics: dict[str, NodeMetrics] | None = None, show: ShowRows | None = None) -> GraphRows:
+    """The rows of ``graph`` for ``tb_nodes`` and ``tb_stack``; ``metrics[node]`` adds compare columns
+    (``show``: how :class:`MetricValues` become text, ``DataMode.shown_rows``)."""
+    return GraphRows(graph, metrics, show)
 
 
 @dataclass(frozen=True)
@@ -185,7 +272,7 @@ def write_vis_db(path: str | os.PathLike, parts: Iterable[GraphRows], config: Vi
         insert_stack = _create(cursor, "tb_stack", STACK_COLUMNS)
         insert_config = _create(cursor, "tb_config", CONFIG_COLUMNS)
         for part in parts:
-            cursor.executemany(insert_node, part.nodes)
+            cursor.executemany(insert_node, part.node_rows())
             cursor.executemany(insert_stack, part.stacks)
         cursor.execute(insert_config, (
             "1", config.graph_type, config.task, json.dumps(config.tool_tip) if config.tool_tip else None,
