@@ -358,8 +358,9 @@ _WORKER: dict[str, Any] = {}
 
 
 def _finish(npu: DumpEntry | None, bench: DumpEntry | EntryRef | None, plain: Plain | None = None) -> EntryOutcome:
-    """Compare one entry pair (``plain``: the columnar path's rows of it, ``bench`` then its ref; its rows are
-    rendered by :func:`_finish_chunk`) and render its rows; the outcome keeps plain rows, not objects."""
+    """Compare one entry pair; on the row path, render its rows too (the outcome keeps rows, not objects).
+    ``plain``: the columnar path's rows of the pair (``bench`` then its ref), which :func:`_finish_chunk`
+    renders with the chunk's other plain entries."""
     if plain is not None:  # a plain entry: npu and bench are both there
         facts = plain_facts(npu.name, npu.index, npu.parent, bench.name, plain.layout, plain.leaves,  # type: ignore
                             plain.errs, _WORKER["mode"])
