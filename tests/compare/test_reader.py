@@ -26,6 +26,7 @@ def test_streamed_entries_equal_json_load_at_any_chunk_size(monkeypatch, chunk):
     reference = json.loads(PT_FILE.read_text())["data"]
     dump = RankDump(PT_FILE)
     assert [(e.name, e.data) for e in dump.entries()] == list(reference.items())
+    assert list(dump.values().items()) == list(reference.items())  # the same, without entry records
     with dump:
         refs = dump.index()
         assert [dump.load(r).data for r in reversed(refs)] == list(reversed(reference.values()))

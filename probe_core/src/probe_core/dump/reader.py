@@ -252,6 +252,11 @@ class RankDump:
             yield DumpEntry(member.key, index, member.value, parents.get(member.key),
                             stacks.get(member.key, ()), self)
 
+    def values(self, lenient: bool | None = None) -> dict[str, Any]:
+        """Every entry's raw dump.json value by name, in execution order (the whole dump in memory; what
+        :meth:`entries` gives, without an entry record per entry)."""
+        return {member.key: member.value for member in self._members(lenient)}
+
     def index(self, lenient: bool | None = None) -> list[EntryRef]:
         """Names and byte spans of every entry, in execution order (one pass, values dropped)."""
         return [EntryRef(m.key, i, m.start, m.end) for i, m in enumerate(self._members(lenient))]

@@ -74,7 +74,7 @@ def load_graph(where: RankFolder, source: str = "NPU", registry: Any = None) -> 
         if not construct:
             raise GraphError(f"{folder / 'construct.json'}: missing or empty; the dump was made at level L1 "
                              "(APIs only): re-dump with level L0 or mix to get the model structure")
-        data = {entry.name: entry.data for entry in dump.entries()}
+        data = dump.values()
         mode = dump.mode(registry).name if registry is not None and data else ""
         framework = dump.framework or ""
         graph = build_graph(construct, data, dump.stacks, rank=where.rank, step=where.step, source=source,
