@@ -8,8 +8,11 @@ with the XLSX too), and — when ``msprobe`` (mindstudio-probe) is found —
 ratios. Peak memory is the compare process' max RSS, set against the size of
 the two dumps' files.
 
-    python benchmarks/compare_speed.py [--entries N] [--tensors N] [--elements N]
+    python benchmarks/compare_speed.py [--entries N] [--tensors N] [--elements N] [--noise R]
                                        [--msprobe PATH] [--workdir DIR] [--skip-tensor] [--skip-statistics]
+
+``--noise 1e-5`` puts every statistic of the target a little off, as two devices' numbers are: every row
+then has non-zero differences to format (by default only every 997th entry differs).
 
 The full tensor pair needs ~16 GB of disk; use --tensors/--elements to shrink it.
 """
@@ -34,17 +37,22 @@ WRAPPER = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
            "print(rc, dt, u.ru_maxrss, u.ru_utime + u.ru_stime)")
 
 
-def _tensor(rng: random.Random, shape: list[int], scale: float = 1.0) -> str:
+def _tensor(rng: random.Random, shape: list[int], scale: float = 1.0, jitter: random.Random | None = None,
+            noise: float = 0.0) -> str:
     mx, mn, mean, norm = (rng.uniform(0.5, 3) * scale, -rng.uniform(0.5, 3) * scale,
                           rng.uniform(-0.1, 0.1) * scale, rng.uniform(1, 100) * scale)
+    if jitter is not None:  # every statistic a little off, as two devices' numbers are
+        mx, mn, mean, norm = (v * (1 + jitter.uniform(-noise, noise)) for v in (mx, mn, mean, norm))
     return (f'{{"type": "torch.Tensor", "dtype": "torch.float32", "shape": {json.dumps(shape)}, "Max": {mx!r}, '
             f'"Min": {mn!r}, "Mean": {mean!r}, "Norm": {norm!r}, "requires_grad": true}}')
 
 
-def write_statistics_dump(folder: Path, entries: int, perturb: bool) -> int:
-    """A synthetic dump.json with ``entries`` forward entries; returns its size in bytes."""
+def write_statistics_dump(folder: Path, entries: int, perturb: bool, noise: float = 0.0) -> int:
+    """A synthetic dump.json with ``entries`` forward entries; returns its size in bytes. The perturbed side
+    has every 997th entry's output 1% off and, with ``noise``, every statistic off by up to that fraction."""
     folder.mkdir(parents=True, exist_ok=True)
     rng = random.Random(0)
+    jitter = random.Random(1) if perturb and noise else None
     counts = dict.fromkeys(OPS, 0)
     names = []
     with open(folder / "dump.json", "w") as out:
@@ -56,8 +64,9 @@ def write_statistics_dump(folder: Path, entries: int, perturb: bool) -> int:
             counts[op] += 1
             names.append(name)
             scale = 1.01 if perturb and i % 997 == 500 else 1.0
-            body = (f'  "{name}": {{"input_args": [{_tensor(rng, [8, 64])}, {_tensor(rng, [64])}], '
-                    f'"input_kwargs": {{}}, "output": [{_tensor(rng, [8, 64], scale)}]}}')
+            body = (f'  "{name}": {{"input_args": [{_tensor(rng, [8, 64], 1.0, jitter, noise)}, '
+                    f'{_tensor(rng, [64], 1.0, jitter, noise)}], "input_kwargs": {{}}, '
+                    f'"output": [{_tensor(rng, [8, 64], scale, jitter, noise)}]}}')
             out.write(body + (",\n" if i < entries - 1 else "\n"))
         out.write(" }\n}\n")
     stack = {str(i): [names[i:i + 1000], [f"File train.py, line {i}, in forward, \n y = f(x)"]]
@@ -149,6 +158,9 @@ def main() -> None:
     parser.add_argument("--workdir", help="where to write the dumps (default: a temporary folder)")
     parser.add_argument("--skip-tensor", action="store_true")
     parser.add_argument("--skip-statistics", action="store_true")
+    parser.add_argument("--noise", type=float, default=0.0,
+                        help="relative noise on every statistic of the target (e.g. 1e-5, as two devices' "
+                             "numbers differ); default 0: the pair differs in every 997th entry only")
     args = parser.parse_args()
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="probe_compare_bench_"))
     msprobe = find_msprobe(args.msprobe)
@@ -158,8 +170,10 @@ def main() -> None:
             # msprobe wants step folders holding one proc/rank folder each
             target = workdir / "stat_target" / "rank0"
             bench = workdir / "stat_bench" / "rank0"
-            size = write_statistics_dump(target, args.entries, True) + write_statistics_dump(bench, args.entries, False)
-            print(f"generated the statistics pair ({args.entries} entries) in {time.perf_counter() - start:.1f} s")
+            size = write_statistics_dump(target, args.entries, True, args.noise) + \
+                write_statistics_dump(bench, args.entries, False)
+            print(f"generated the statistics pair ({args.entries} entries"
+                  f"{f', noise {args.noise:g}' if args.noise else ''}) in {time.perf_counter() - start:.1f} s")
             run_pair(f"statistics, {args.entries} entries", target, bench, size, workdir / "out_stat", msprobe,
                      args.workers)
         if not args.skip_tensor:

@@ -213,3 +213,15 @@ def test_shown_rows_are_shown_metrics_row_by_row():
         rows = [tuple(rnd.choice(odd) if rnd.random() < 0.2 else rnd.uniform(-2, 2) * 10.0 ** rnd.randint(-12, 5)
                       for _ in names) for _ in range(rnd.randint(1, 12))]
         assert mode.shown_rows(names, rows) == [mode.shown_metrics(dict(zip(names, row))) for row in rows]
+
+
+def test_a_worst_row_within_the_modes_tolerance_says_how_far_apart_it_is():
+    """The judge's worst input names its discrepancy when the mode's own test (``differs``) finds the sides
+    within its tolerance: never 'agrees' for sides that differ."""
+    name = "Functional.gelu.0.forward"
+    rows = [stat_row(t(f"{name}.input.0", mx=1.0), t(f"{name}.input.0", mx=1.000003)),
+            stat_row(t(f"{name}.output.0"), t(f"{name}.output.0"))]
+    assert STATISTICS.differs(rows[0]) is None  # within the statistics mode's divergence tolerance
+    facts = entry_facts(name, 0, None, PASS, rows, STATISTICS, bench_name=name)
+    assert facts.worst_input.startswith("input.0: ") and "apart for its scale" in facts.worst_input
+    assert "agrees" not in facts.worst_input

@@ -244,9 +244,9 @@ def _measure(facts: EntryFacts, layout: RowLayout, pairs: Sequence[tuple[TensorM
             if err > worst_in:
                 worst_in, at_in = err, pos
     if at_in >= 0:
-        facts.worst_input = _why(facts.name, pairs[at_in], mode)
+        facts.worst_input = _why(facts.name, pairs[at_in], mode, worst_in)
     if at_out >= 0:
-        facts.worst_output = _why(facts.name, pairs[at_out], mode)
+        facts.worst_output = _why(facts.name, pairs[at_out], mode, worst_out)
     facts.stats_out = tuple(outs)
     facts.stats_in = tuple(key for _, key in sorted(ins, key=lambda item: -item[0]))
 
@@ -260,11 +260,15 @@ def _note_dtypes(facts: Any, target: Any, bench: Any, output: bool) -> None:
         facts.lowered_u, facts.lowered = u_target, f"{normalize_dtype(target)} vs {normalize_dtype(bench)}"
 
 
-def _why(entry: str, pair: tuple[Any, Any], mode: DataMode) -> str:
-    """``input.1: Norm 2.1 vs 2.0``: a row's leaf name within its entry, and why its sides differ."""
+def _why(entry: str, pair: tuple[Any, Any], mode: DataMode, err: float) -> str:
+    """``input.1: Norm 2.1 vs 2.0``: a row's leaf name within its entry, and why its sides differ (``err``: the
+    row's discrepancy, shown when the mode's own test finds no difference)."""
     npu, bench = pair
     short = npu.name[len(entry) + 1:] if npu.name.startswith(entry) else ""
-    return f"{short}: {mode.differs(RowResult(npu, bench)) or 'agrees'}"
+    reason = mode.differs(RowResult(npu, bench))
+    if reason is None:
+        reason = f"{err:.2g} apart for its scale" if err > 0 else "agrees"
+    return f"{short}: {reason}"
 
 
 # -- a noise reference ----------------------------------------------------------------------------
