@@ -260,7 +260,7 @@ class StatisticsMode(DataMode):
             return super().shown_rows(names, rows)
         keys, columns = [], []
         for at, column in enumerate(names):  # a column of floats at once; any other column value by value
-            values = [values[at] for values in rows]
+            values = [row[at] for row in rows]
             renamed = SHOWN_DIFF.get(column)
             keys.append(renamed or column)
             if set(map(type, values)) != {float}:

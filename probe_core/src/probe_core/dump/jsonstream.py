@@ -247,8 +247,11 @@ class _MemberEnds:
         if text is self.text and pos < self.ahead:
             return MISS
         end = text.find(self.key_line, pos)
-        if end < 0 and not cur.eof and cur.fill():  # the window ends inside the value: read on once, not
-            text, pos = cur.text, cur.pos           # token by token (a cut token costs json a scan of it all)
+        if end < 0 and not cur.eof:
+            # the window cuts the value: read one more chunk rather than fall back to json, whose error for the
+            # cut token counts the lines of the whole window
+            cur.fill()
+            text, pos = cur.text, cur.pos
             end = text.find(self.key_line, pos)
         if end >= 0:
             segment = text[pos:end].rstrip(_WHITESPACE)
