@@ -61,15 +61,16 @@ def float_texts(values: list[float]) -> list[str]:
     if not values:
         return []
     text = _encode(values)[1:-1].decode()
-    tokens = text.split(",")
-    unlike = sorted(_unlike_repr(text))
-    if 4 * len(unlike) > len(tokens):  # mostly numbers repr writes otherwise (tiny differences): repr is faster
+    unlike = sum(text.count(needle) for needle in _UNLIKE_REPR)
+    if 4 * unlike > len(values):  # mostly numbers repr writes otherwise (tiny differences): repr is faster
         return [repr(value) for value in values]
-    token, counted = 0, 0
-    for at in unlike:  # in the tokens that differ from repr: theirs replace them
-        token += text.count(",", counted, at)
-        counted = at
-        tokens[token] = repr(values[token])
+    tokens = text.split(",")
+    if unlike:  # the tokens that differ from repr: theirs instead
+        token, counted = 0, 0
+        for at in sorted(_unlike_repr(text)):
+            token += text.count(",", counted, at)
+            counted = at
+            tokens[token] = repr(values[token])
     return tokens
 
 
