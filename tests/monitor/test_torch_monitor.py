@@ -3,10 +3,12 @@ step-selection keys; targets; the TensorBoard writer read back with tensorboard'
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import json
 import math
 import os
+import weakref
 
 import pytest
 import torch
@@ -197,3 +199,17 @@ def test_gradient_accumulation_micro_steps(tmp_path):
     _, unreduced = read_csv(mon.output / "grad_unreduced_0-0.csv")
     weight = next(r for r in unreduced if r["name"] == "fc1.weight")
     assert float(weight["norm"]) == pytest.approx(float(model.fc1.weight.grad.norm()), rel=1e-6)
+
+
+def test_the_monitor_does_not_keep_the_model_alive(tmp_path):
+    """A script that lets its model go (a DDP wrapper and its reducer, before destroy_process_group) frees it
+    while the monitor still runs: the monitor holds hooks and names, not the model."""
+    model = Net()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    mon = _monitor(tmp_path, model, optimizer, wg_distribution=True, xy_distribution=True)
+    _train(model, optimizer, 1, _batch)
+    gone = weakref.ref(model)
+    del model
+    gc.collect()
+    assert gone() is None
+    mon.close()

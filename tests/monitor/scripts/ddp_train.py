@@ -19,6 +19,10 @@ def main():
         optimizer.zero_grad()
         F.cross_entropy(model(x), y).backward()
         optimizer.step()
+    # both ranks past their last step, and DDP's reducer gone, before the process group is: otherwise gloo's
+    # teardown aborts the process now and then ("terminate called without an active exception", torch 2.13)
+    del model, optimizer
+    dist.barrier()
     dist.destroy_process_group()
 
 

@@ -20,7 +20,9 @@ class ModelMonitor:
         self.main_grad = params_have_main_grad  # read Megatron's main_grad as the reduced gradient (torch)
         self.config = engine.config
         self.names: dict[int, tuple[str, int]] = {}  # id(parameter) -> (name, vpp_stage)
-        self.roots: list[Any] = []
+        # the name prefix of each model added; not the models: holding one would keep a DDP wrapper (and its
+        # reducer) alive after the script let it go, into the process group's teardown
+        self.roots: list[str] = []
         self.optimizer: Any = None
         self.depth = 0  # > 0 while a monitored root model runs
         self._forwards = 0
@@ -54,7 +56,7 @@ class ModelMonitor:
 
     def add_model(self, model: Any, vpp_stage: int = 0, prefix: str = "") -> None:
         config, first = self.config, not self.roots
-        self.roots.append(model)
+        self.roots.append(prefix)
         for name, param in self.named_parameters(model):
             if id(param) in self.names:
                 continue
