@@ -14,8 +14,8 @@ makes it 4-5x faster:
 - :func:`float_texts` is ``[repr(v) for v in values]``. msgspec's shortest
   round-trip digits are ``repr``'s, but it writes ``nan``/``inf`` as ``null``,
   magnitudes below 1e-4 in positional notation and exponents without
-  ``+``/leading zero (``1e16``, ``1e-5``): those values, and only those, go
-  through ``repr``.
+  ``+``/leading zero (``1e16``, ``1e-5``): those values go through ``repr``
+  (every value, when they are most of the list).
 """
 
 from __future__ import annotations

@@ -139,9 +139,7 @@ def csv_texts(entries: Sequence[Sequence[Sequence[Any]]]) -> list[str]:
 def csv_field(text: str) -> str:
     """One text cell of a row as :mod:`csv`'s writer writes it (the default dialect: quoted, with quotes
     doubled, when it holds a ',', a '"' or a line break)."""
-    if _QUOTED.search(text) is None:
-        return text
-    return '"' + text.replace('"', '""') + '"'
+    return '"' + text.replace('"', '""') + '"' if needs_quoting(text) else text
 
 
 def needs_quoting(text: str) -> bool:

@@ -82,9 +82,9 @@ def score_graphs(target: Graph, bench: Graph, mode: DataMode | None, comparators
             chunk = nodes[start:start + CHUNK_ENTRIES]
             pairs = {node.name: (_entry(node, target_dump), _entry(node.matched, bench_dump)) for node in chunk
                      if mode is not None and node.matched is not None and _has_tensors(node)}
-            plain = dict(zip(pairs, columnar.compare_entries(list(pairs.values())))) if columnar else {}
-            plain = {name: found for name, found in plain.items() if found is not None}
-            metrics.update((name, _metric_values(found)) for name, found in plain.items() if found.names)
+            found = columnar.compare_entries(list(pairs.values())) if columnar else []
+            plain = {name: one for name, one in zip(pairs, found) if one is not None}
+            metrics.update((name, _metric_values(one)) for name, one in plain.items() if one.names)
             for node in chunk:
                 _score(node, mode, comparators, rules, pairs.get(node.name), plain.get(node.name), metrics, facts)
     finally:
