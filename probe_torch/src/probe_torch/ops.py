@@ -7,9 +7,12 @@ from typing import Any
 
 import torch
 
+from probe_core.collect.fused import KINDS, host_stats
 from probe_core.collect.tensors import TensorOps
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
+#: The dtypes whose CPU tensors get :func:`probe_core.collect.fused.host_stats` (one pass instead of four).
+_FUSED = {getattr(torch, name): kind for name, kind in KINDS.items()}
 #: Cached statistics are pruned of dead tensors when they grow past this (and then past twice the live ones).
 _SEEN_PRUNE = 1024
 
@@ -18,7 +21,9 @@ class TorchTensorOps(TensorOps):
     """:class:`probe_core.collect.TensorOps` for ``torch.Tensor``.
 
     Statistics are launched on the tensor's device as 0-d tensors and fetched
-    by :meth:`fetch_stats` with one ``torch.stack(...).tolist()`` per device.
+    by :meth:`fetch_stats` with one ``torch.stack(...).tolist()`` per device;
+    a dense float tensor on the CPU has them at once from one pass over its
+    memory (:func:`probe_core.collect.fused.host_stats`).
     A tensor seen twice (an API's output that is the next API's input, a module
     output equal to its last API's output) is computed once, unless it was
     modified in place in between (``_version``). Those statistics are held by
@@ -95,7 +100,7 @@ class TorchTensorOps(TensorOps):
     def fetch_stats(self, handles: list[Any]) -> list[tuple[Any, Any, Any, Any] | None]:
         by_device: dict[torch.device, list[torch.Tensor]] = {}
         for handle in handles:
-            if handle is not None:
+            if handle is not None and handle[0] != "h":
                 by_device.setdefault(handle[1], []).extend(handle[2])
         values: dict[torch.device, list[float]] = {}
         for device, scalars in by_device.items():  # the scalars come from detached tensors: no graph
@@ -107,6 +112,9 @@ class TorchTensorOps(TensorOps):
                 out.append(None)
                 continue
             kind, device, scalars, count = handle
+            if kind == "h":  # computed on the host already
+                out.append(scalars)
+                continue
             start = positions[device]
             got = values[device][start:start + len(scalars)]
             positions[device] = start + len(scalars)
@@ -146,10 +154,16 @@ class TorchTensorOps(TensorOps):
 
 
 def _launch_stats(tensor: torch.Tensor) -> Any:
-    """(kind, device, [0-d tensors]) — no host synchronisation."""
+    """(kind, device, [0-d tensors], count) — no host synchronisation; ("h", None, values, 0) when the
+    values were computed on the host at once."""
     if tensor.numel() == 0 or tensor.is_complex() or tensor.is_meta or tensor.layout != torch.strided:
         return None
     t = tensor.detach()  # detached: no autograd graph (cheaper than a no_grad context per tensor)
+    kind = _FUSED.get(t.dtype)
+    if kind is not None and t.device.type == "cpu":
+        values = _host_stats(t, kind)
+        if values is not None:
+            return ("h", None, values, 0)
     if t.is_floating_point() and t.element_size() == 1:  # float8: most reductions have no kernel for it
         t = t.float()
     if t.is_floating_point():
@@ -163,6 +177,28 @@ def _launch_stats(tensor: torch.Tensor) -> Any:
     if t.dtype == torch.bool:
         return ("b", t.device, (t.any(), t.all()), 0)
     return ("i", t.device, (t.amax(), t.amin()), 0)
+
+
+def _host_stats(t: torch.Tensor, kind: int) -> tuple[float, float, float, float] | None:
+    """One pass over a plain CPU tensor whose elements fill one block of memory (in some order), else None."""
+    if type(t) is not torch.Tensor or t.is_neg():  # subclasses (DTensor, fake tensors) keep the torch path
+        return None
+    dense = _memory_order(t)
+    if dense is None:
+        return None
+    try:
+        address = dense.data_ptr()
+    except RuntimeError:  # a wrapper with no storage of its own (functorch)
+        return None
+    return host_stats(address, dense.numel(), kind)
+
+
+def _memory_order(t: torch.Tensor) -> torch.Tensor | None:
+    """``t`` with its dimensions in memory order (a transpose undone) if that is contiguous, else None."""
+    if t.is_contiguous():
+        return t
+    t = t.permute(sorted(range(t.dim()), key=lambda d: -t.stride(d)))
+    return t if t.is_contiguous() else None
 
 
 #: Lines of partial sums up to this long keep a float32 norm within about 3e-6 of the exact one (measured).
@@ -189,10 +225,9 @@ def _rows(t: torch.Tensor) -> torch.Tensor | None:
     """``t``'s elements as a 2-D view whose rows and row length are both at most :data:`_LONGEST_LINE`
     (the split along its dimensions with the shorter longest line), or None. A permuted tensor (a
     transpose) is read in its memory order: the norm does not depend on the order."""
-    if not t.is_contiguous():
-        t = t.permute(sorted(range(t.dim()), key=lambda d: -t.stride(d)))
-        if not t.is_contiguous():
-            return None
+    t = _memory_order(t)
+    if t is None:
+        return None
     n, best, rows = t.numel(), None, 1
     for size in t.shape[:-1]:
         rows *= size

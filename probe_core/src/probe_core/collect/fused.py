@@ -1,0 +1,55 @@
+"""Max, Min, Mean and Norm of a dense block of floats in host memory, in one pass (the statistics mode's cost).
+
+The frameworks' own reductions read a tensor four times (max, min, sum, norm); :func:`host_stats` reads
+it once, in the small C extension ``probe_core.collect._fused`` (built with probe-core when a C compiler
+is there; the extension is optional). Sums are kept in float64, so a float32 tensor's mean and norm are
+closer to the exact ones than the frameworks' float32 reductions.
+
+Both collectors use it for CPU tensors of the four float types; their own reductions remain for the
+rest (accelerator tensors, integers, strided views) and whenever :func:`host_stats` returns None:
+
+* the extension is not built, or ``PROBE_FUSED_STATS=0`` is set (to rule it out when a number looks
+  wrong);
+* a value is NaN or infinite: the framework then gives its own NaN and infinity semantics;
+* float32 squares are in the subnormal range (a norm below about 3.6e-15 that is not zero): the
+  framework's float32 norm loses them as this kernel would, and stays the reference for it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+try:
+    from probe_core.collect._fused import stats as _stats
+except ImportError:  # built without a C compiler
+    _stats = None
+
+#: The ``kind`` codes of :func:`host_stats`, by the dtype's common name.
+KINDS = {"float32": 0, "float64": 1, "bfloat16": 2, "float16": 3}
+
+_FLOAT64 = KINDS["float64"]
+#: A sum of squares below this (2**-96) may hold float32 squares that lost bits as subnormals.
+_TINY_SQUARES = 2.0 ** -96
+
+_ENABLED = _stats is not None and os.environ.get("PROBE_FUSED_STATS", "1") != "0"
+
+
+def available() -> bool:
+    """Whether :func:`host_stats` computes anything (the extension is built and not switched off)."""
+    return _ENABLED
+
+
+def host_stats(address: int, count: int, kind: int) -> tuple[float, float, float, float] | None:
+    """(Max, Min, Mean, Norm) of ``count`` elements of type ``kind`` stored densely from ``address``.
+
+    The caller owns the memory and keeps it alive and unchanged during the call; the elements' order
+    does not matter (a transposed tensor is read in its memory order). None when the kernel is not
+    available, the data holds a NaN or an infinity, or its norm is within float32's subnormal range.
+    """
+    if not _ENABLED or count <= 0:
+        return None
+    high, low, total, squares = _stats(address, count, kind)
+    if not math.isfinite(total + squares) or (squares < _TINY_SQUARES and kind != _FLOAT64 and (high or low)):
+        return None
+    return high, low, total / count, math.sqrt(squares)
