@@ -74,6 +74,17 @@ def test_every_float16_bit_pattern_converts_exactly():
     assert stats_of(subnormals)[:2] == (float(subnormals.max()), float(subnormals.min()))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_evenly_spaced_rows(dtype):
+    """rows × count elements, row_stride bytes apart: the columns between the rows are never read."""
+    rng = np.random.default_rng(5)
+    for rows, count, gap in [(1, 100, 0), (3, 64, 1), (7, 65, 13), (50, 256, 512)]:
+        block = rng.standard_normal((rows, count + gap)).astype(dtype)
+        block[:, count:] = 1e4  # outside the rows: would show in max and mean
+        got = fused.host_stats(block.ctypes.data, count, fused.KINDS[dtype], rows, block.strides[0])
+        check(got, np.ascontiguousarray(block[:, :count]).ravel())
+
+
 def test_all_zeros_and_tiny_values():
     zeros = np.zeros(300, dtype=np.float32)
     assert stats_of(zeros) == (0.0, 0.0, 0.0, 0.0)
@@ -115,9 +126,13 @@ def torch_stats(tensor: torch.Tensor, use_kernel: bool, monkeypatch) -> tuple:
 def test_torch_tensors_get_the_frameworks_numbers_in_one_pass(dtype, monkeypatch):
     """Contiguous, transposed and offset tensors take the kernel; a strided slice keeps torch's reductions;
     both give the same four numbers."""
-    base = (torch.randn(64, 48, generator=torch.Generator().manual_seed(3)) * 5).to(dtype)
+    base = (torch.randn(64, 192, generator=torch.Generator().manual_seed(3)) * 5).to(dtype)
     cases = {"contiguous": (base, "h"), "transposed": (base.t(), "h"), "offset": (base[5:], "h"),
-             "3-d permuted": (base.view(8, 8, 48).permute(2, 0, 1), "h"), "strided slice": (base[:, ::2], "n")}
+             "3-d permuted": (base.view(8, 8, 192).permute(2, 0, 1), "h"),
+             "chunk of the last dimension": (base.chunk(3, -1)[1], "h"),
+             "heads split off a chunk": (base.chunk(3, -1)[2].reshape(8, 8, 64).transpose(0, 1), "h"),
+             "strided slice": (base[:, ::2], "n"), "short rows": (base[:, :32], "n"),
+             "expanded": (base[0].expand(4, 192), "n")}
     for name, (tensor, path) in cases.items():
         kind, got = torch_stats(tensor, True, monkeypatch)
         assert kind == path, name

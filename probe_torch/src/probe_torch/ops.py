@@ -180,17 +180,44 @@ def _launch_stats(tensor: torch.Tensor) -> Any:
 
 
 def _host_stats(t: torch.Tensor, kind: int) -> tuple[float, float, float, float] | None:
-    """One pass over a plain CPU tensor whose elements fill one block of memory (in some order), else None."""
+    """One pass over a plain CPU tensor whose elements lie in one block of memory (in any order) or in
+    evenly spaced rows (a chunk of the last dimension); None for any other layout."""
     if type(t) is not torch.Tensor or t.is_neg():  # subclasses (DTensor, fake tensors) keep the torch path
         return None
-    dense = _memory_order(t)
-    if dense is None:
+    layout = (1, t.numel(), 0) if t.is_contiguous() else _row_layout(t)
+    if layout is None:
         return None
     try:
-        address = dense.data_ptr()
+        address = t.data_ptr()
     except RuntimeError:  # a wrapper with no storage of its own (functorch)
         return None
-    return host_stats(address, dense.numel(), kind)
+    rows, length, stride = layout
+    return host_stats(address, length, kind, rows, stride * t.element_size())
+
+
+#: Rows shorter than this are not worth a call each: torch's strided reductions take them.
+_SHORTEST_ROW = 64
+
+
+def _row_layout(t: torch.Tensor) -> tuple[int, int, int] | None:
+    """(rows, row length, row stride in elements) of a tensor stored as evenly spaced runs of dense elements
+    (its dimensions taken in memory order: a transpose is one run, a chunk of the last dimension one run
+    per row), else None (overlapping, unevenly spaced or short rows)."""
+    dims = sorted((d for d in range(t.dim()) if t.shape[d] != 1), key=lambda d: -t.stride(d))
+    length, inner = 1, len(dims)
+    while inner and t.stride(dims[inner - 1]) == length:  # the dense run at the bottom
+        inner -= 1
+        length *= t.shape[dims[inner]]
+    if not inner:
+        return 1, length, 0
+    step = expected = t.stride(dims[inner - 1])
+    rows = 1
+    for d in reversed(dims[:inner]):  # the rest must step evenly from row to row
+        if t.stride(d) != expected:
+            return None
+        rows *= t.shape[d]
+        expected = t.stride(d) * t.shape[d]
+    return (rows, length, step) if step >= length >= _SHORTEST_ROW else None
 
 
 def _memory_order(t: torch.Tensor) -> torch.Tensor | None:

@@ -1,9 +1,11 @@
 /* One pass over a dense block of floats for the statistics data mode: Max, Min, Sum and sum of squares.
  *
- * stats(address, count, kind) -> (max, min, sum, sum_of_squares), all Python floats.
- *   address: where the first element lies (a CPU tensor's data_ptr, a numpy array's data address);
- *   count:   how many elements follow it, densely (the caller checks the layout; order does not matter);
- *   kind:    0 float32, 1 float64, 2 bfloat16, 3 float16.
+ * stats(address, count, kind[, rows, row_stride]) -> (max, min, sum, sum_of_squares), all Python floats.
+ *   address:    where the first element lies (a CPU tensor's data_ptr, a numpy array's data address);
+ *   count:      how many elements follow it densely (the caller checks the layout; order does not matter);
+ *   kind:       0 float32, 1 float64, 2 bfloat16, 3 float16;
+ *   rows:       that many such runs of count elements (default 1), each row_stride bytes after the last
+ *               (a slice of the last dimension, as chunk() makes).
  *
  * Sums are kept in float64: at most 32 values per lane are added in float32 (a block of 256) before
  * they join the float64 totals, so a float32 tensor's sum and norm stay within about 1e-6 of the exact
@@ -152,31 +154,41 @@ CLONES static Totals reduce_f64(const char *p, Py_ssize_t n) {
     return t;
 }
 
+static Totals reduce_kind(int kind, const char *p, Py_ssize_t n) {
+    switch (kind) {
+        case 0: return reduce_f32(p, n);
+        case 1: return reduce_f64(p, n);
+        case 2: return reduce_bf16(p, n);
+        default: return reduce_f16(p, n);
+    }
+}
+
 static PyObject *stats(PyObject *self, PyObject *args) {
     unsigned long long address;
-    Py_ssize_t count;
+    Py_ssize_t count, rows = 1, row_stride = 0;
     int kind;
-    if (!PyArg_ParseTuple(args, "Kni", &address, &count, &kind))
+    if (!PyArg_ParseTuple(args, "Kni|nn", &address, &count, &kind, &rows, &row_stride))
         return NULL;
-    if (count <= 0 || kind < 0 || kind > 3) {
-        PyErr_SetString(PyExc_ValueError, "stats(address, count > 0, kind in 0..3)");
+    if (count <= 0 || rows <= 0 || kind < 0 || kind > 3) {
+        PyErr_SetString(PyExc_ValueError, "stats(address, count > 0, kind in 0..3, rows > 0, row_stride)");
         return NULL;
     }
     const char *p = (const char *)(uintptr_t)address;
     Totals t;
     Py_BEGIN_ALLOW_THREADS
-    switch (kind) {
-        case 0: t = reduce_f32(p, count); break;
-        case 1: t = reduce_f64(p, count); break;
-        case 2: t = reduce_bf16(p, count); break;
-        default: t = reduce_f16(p, count); break;
+    t = reduce_kind(kind, p, count);
+    for (Py_ssize_t r = 1; r < rows; r++) {     /* rows of count elements, row_stride bytes apart */
+        Totals u = reduce_kind(kind, p + r * row_stride, count);
+        if (u.hi > t.hi) t.hi = u.hi;
+        if (u.lo < t.lo) t.lo = u.lo;
+        t.sum += u.sum; t.sq += u.sq;
     }
     Py_END_ALLOW_THREADS
     return Py_BuildValue("(dddd)", t.hi, t.lo, t.sum, t.sq);
 }
 
 static PyMethodDef methods[] = {
-    {"stats", stats, METH_VARARGS, "stats(address, count, kind) -> (max, min, sum, sum of squares)"},
+    {"stats", stats, METH_VARARGS, "stats(address, count, kind[, rows, row_stride]) -> (max, min, sum, sum of squares)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -40,16 +40,18 @@ def available() -> bool:
     return _ENABLED
 
 
-def host_stats(address: int, count: int, kind: int) -> tuple[float, float, float, float] | None:
-    """(Max, Min, Mean, Norm) of ``count`` elements of type ``kind`` stored densely from ``address``.
+def host_stats(address: int, count: int, kind: int, rows: int = 1,
+               row_stride: int = 0) -> tuple[float, float, float, float] | None:
+    """(Max, Min, Mean, Norm) of ``count`` elements of type ``kind`` stored densely from ``address``, or of
+    ``rows`` such runs, each ``row_stride`` bytes after the one before (a slice of a tensor's last dimension).
 
     The caller owns the memory and keeps it alive and unchanged during the call; the elements' order
     does not matter (a transposed tensor is read in its memory order). None when the kernel is not
     available, the data holds a NaN or an infinity, or its norm is within float32's subnormal range.
     """
-    if not _ENABLED or count <= 0:
+    if not _ENABLED or count <= 0 or rows <= 0:
         return None
-    high, low, total, squares = _stats(address, count, kind)
+    high, low, total, squares = _stats(address, count, kind, rows, row_stride)
     if not math.isfinite(total + squares) or (squares < _TINY_SQUARES and kind != _FLOAT64 and (high or low)):
         return None
-    return high, low, total / count, math.sqrt(squares)
+    return high, low, total / (count * rows), math.sqrt(squares)
