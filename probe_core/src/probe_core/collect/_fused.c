@@ -1,4 +1,4 @@
-/* One pass over a dense block of floats for the statistics data mode: Max, Min, Sum and sum of squares.
+/* One pass over a block of floats for the statistics data mode: Max, Min, Sum and sum of squares.
  *
  * stats(address, count, kind[, rows, row_stride]) -> (max, min, sum, sum_of_squares), all Python floats.
  *   address:    where the first element lies (a CPU tensor's data_ptr, a numpy array's data address);
@@ -10,10 +10,9 @@
  * Sums are kept in float64: at most 32 values per lane are added in float32 (a block of 256) before
  * they join the float64 totals, so a float32 tensor's sum and norm stay within about 1e-6 of the exact
  * ones at any length (a framework's float32 reduction drifts with length); half-precision values are
- * widened exactly. NaN is not tracked: a NaN or an infinity
- * makes the sum non-finite, and the caller then asks the framework for its own NaN semantics.
- * The loop runs without the GIL. GCC vector extensions keep it portable (SSE2, AVX2 via
- * target_clones on x86-64, NEON on aarch64).
+ * widened exactly. NaN is not tracked: a NaN or an infinity makes the sum non-finite, and the caller
+ * then asks the framework for its own NaN semantics. The loop runs without the GIL. GCC vector
+ * extensions (GCC 9 or clang) keep it portable: SSE2, AVX2 via target_clones on x86-64, NEON on aarch64.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -72,10 +71,13 @@ INLINE f8 load_tail(const char *p, Py_ssize_t rest, size_t width, f8 (*load)(con
 }
 
 /* v's eight lanes added, widened, into a (lanes 0-3) and b (lanes 4-7). Two 4-double vectors rather than one
- * of eight: GCC keeps those in registers. */
+ * of eight: GCC keeps those in registers. (memcpy splits v where __builtin_shufflevector needs GCC 12.) */
 INLINE void widen_add(d4 *a, d4 *b, f8 v) {
-    *a += __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1, 2, 3), d4);
-    *b += __builtin_convertvector(__builtin_shufflevector(v, v, 4, 5, 6, 7), d4);
+    f4 low, high;
+    memcpy(&low, &v, sizeof low);
+    memcpy(&high, (const char *)&v + sizeof low, sizeof high);
+    *a += __builtin_convertvector(low, d4);
+    *b += __builtin_convertvector(high, d4);
 }
 
 INLINE Totals reduce_floats(const char *p, Py_ssize_t n, size_t width, f8 (*load)(const char *)) {
