@@ -1,4 +1,4 @@
-"""Max, Min, Mean and Norm of a dense block of floats in host memory, in one pass (the statistics mode's cost).
+"""Max, Min, Mean and Norm of floats in host memory (one block, or evenly spaced rows) in one pass.
 
 The frameworks' own reductions read a tensor four times (max, min, sum, norm); :func:`host_stats` reads
 it once, in the small C extension ``probe_core.collect._fused`` (built with probe-core when a C compiler
@@ -6,7 +6,7 @@ is there; the extension is optional). Sums are kept in float64, so a float32 ten
 closer to the exact ones than the frameworks' float32 reductions.
 
 Both collectors use it for CPU tensors of the four float types; their own reductions remain for the
-rest (accelerator tensors, integers, strided views) and whenever :func:`host_stats` returns None:
+rest (accelerator tensors, integers, other strided views) and whenever :func:`host_stats` returns None:
 
 * the extension is not built, or ``PROBE_FUSED_STATS=0`` is set (to rule it out when a number looks
   wrong);
