@@ -18,6 +18,20 @@ from hypothesis.extra.numpy import arrays
 from probe_core.collect import fused
 
 LENGTHS = [*range(1, 40), 63, 64, 65, 255, 256, 257, 511, 1000, 4097, 100_003]
+#: The kernel's builds this CPU runs: the portable loops, and the AVX2 ones where the CPU has AVX2 and FMA.
+DEFAULT_LOOPS = fused.loops()
+LOOPS = sorted({"generic", DEFAULT_LOOPS or "generic"})
+
+
+@pytest.fixture(autouse=True, params=LOOPS)
+def loops(request):
+    """Every test runs on each build of the kernel (the default one is put back afterwards)."""
+    from probe_core.collect import _fused
+
+    default = _fused.which()
+    _fused.use(request.param)
+    yield request.param
+    _fused.use(default)
 
 
 def reference(values: np.ndarray) -> tuple[float, float, float, float, float]:
@@ -107,11 +121,22 @@ def test_any_finite_float32_data(values):
     check(stats_of(values), values)
 
 
-def test_the_switch_turns_it_off():
-    code = "from probe_core.collect import fused; print(fused.available())"
+@pytest.mark.parametrize("switch, shown", [("0", "False None"), ("generic", "True generic"),
+                                           ("1", f"True {DEFAULT_LOOPS}")])
+def test_the_switch(switch, shown):
+    code = "from probe_core.collect import fused; print(fused.available(), fused.loops())"
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env=dict(os.environ, PROBE_FUSED_STATS="0"))
-    assert run.stdout.strip() == "False"
+                         env=dict(os.environ, PROBE_FUSED_STATS=switch))
+    assert run.stdout.strip() == shown
+
+
+def test_the_avx2_build_runs_where_the_cpu_has_it():
+    """x86-64 Linux with AVX2 and FMA (every CI machine here) must not fall back to the portable loops."""
+    flags = open("/proc/cpuinfo").read().split() if os.path.exists("/proc/cpuinfo") else []
+    if "avx2" in flags and "fma" in flags:
+        assert DEFAULT_LOOPS == "avx2"
+    else:
+        assert LOOPS == ["generic"]
 
 
 def torch_stats(tensor: torch.Tensor, use_kernel: bool, monkeypatch) -> tuple:

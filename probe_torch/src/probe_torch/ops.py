@@ -13,6 +13,8 @@ from probe_core.collect.tensors import TensorOps
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 #: The dtypes whose CPU tensors get :func:`probe_core.collect.fused.host_stats` (one pass instead of four).
 _FUSED = {getattr(torch, name): kind for name, kind in KINDS.items()}
+#: The tensor types whose memory the kernel reads directly (subclasses may hold theirs elsewhere).
+_PLAIN = frozenset({torch.Tensor, torch.nn.Parameter})
 #: Cached statistics are pruned of dead tensors when they grow past this (and then past twice the live ones).
 _SEEN_PRUNE = 1024
 
@@ -156,14 +158,14 @@ class TorchTensorOps(TensorOps):
 def _launch_stats(tensor: torch.Tensor) -> Any:
     """(kind, device, [0-d tensors], count) — no host synchronisation; ("h", None, values, 0) when the
     values were computed on the host at once."""
+    kind = _FUSED.get(tensor.dtype)
+    if kind is not None and tensor.is_cpu and tensor.layout == torch.strided:  # checks ordered by cost
+        values = _host_stats(tensor, kind)
+        if values is not None:
+            return ("h", None, values, 0)
     if tensor.numel() == 0 or tensor.is_complex() or tensor.is_meta or tensor.layout != torch.strided:
         return None
     t = tensor.detach()  # detached: no autograd graph (cheaper than a no_grad context per tensor)
-    kind = _FUSED.get(t.dtype)
-    if kind is not None and t.device.type == "cpu":
-        values = _host_stats(t, kind)
-        if values is not None:
-            return ("h", None, values, 0)
     if t.is_floating_point() and t.element_size() == 1:  # float8: most reductions have no kernel for it
         t = t.float()
     if t.is_floating_point():
@@ -182,7 +184,7 @@ def _launch_stats(tensor: torch.Tensor) -> Any:
 def _host_stats(t: torch.Tensor, kind: int) -> tuple[float, float, float, float] | None:
     """One pass over a plain CPU tensor whose elements lie in one block of memory (in any order) or in
     evenly spaced rows (a chunk of the last dimension); None for any other layout."""
-    if type(t) is not torch.Tensor or t.is_neg():  # subclasses (DTensor, fake tensors) keep the torch path
+    if type(t) not in _PLAIN or t.is_neg():  # subclasses (DTensor, fake tensors) keep the torch path
         return None
     layout = (1, t.numel(), 0) if t.is_contiguous() else _row_layout(t)
     if layout is None:

@@ -12,7 +12,11 @@
  * ones at any length (a framework's float32 reduction drifts with length); half-precision values are
  * widened exactly. NaN is not tracked: a NaN or an infinity makes the sum non-finite, and the caller
  * then asks the framework for its own NaN semantics. The loop runs without the GIL. GCC vector
- * extensions (GCC 9 or clang) keep it portable: SSE2, AVX2 via target_clones on x86-64, NEON on aarch64.
+ * extensions (GCC 9 or clang) keep it portable (SSE2, NEON); on an x86-64 CPU with AVX2 and FMA a second
+ * build of the same loops, chosen at import (``use(name)`` picks one), takes vmaxps/vminps (the blend form's exact semantics,
+ * which GCC does not turn into them by itself) and fused multiply-adds. The loop prefetches 512 bytes
+ * ahead: a tensor read cold from memory (the common case, a module's output read after its backward
+ * hooks ran) is about 10% faster with it, close to one of torch's single-pass reductions.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -22,17 +26,20 @@
 typedef float f8 __attribute__((vector_size(32)));
 typedef float f4 __attribute__((vector_size(16)));
 typedef double d4 __attribute__((vector_size(32)));
+typedef double d2 __attribute__((vector_size(16)));
 typedef int32_t i8 __attribute__((vector_size(32)));
-typedef int64_t l4 __attribute__((vector_size(32)));
+typedef int32_t i4 __attribute__((vector_size(16)));
+typedef int64_t l2 __attribute__((vector_size(16)));
 typedef uint32_t u8 __attribute__((vector_size(32)));
 typedef uint16_t h8 __attribute__((vector_size(16)));
 
-#if defined(__x86_64__) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__))
-#define CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define CLONES
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define AVX2_PATH 1
+#define AVX2 __attribute__((target("avx2,fma")))
 #endif
 #define INLINE static inline __attribute__((always_inline))
+#define PREFETCH_AHEAD 512
 
 typedef struct { double hi, lo, sum, sq; } Totals;
 
@@ -56,8 +63,24 @@ INLINE f8 load_f16(const char *p) {
     memcpy(&v, &bits, sizeof v); return v;
 }
 
-INLINE f8 vmax(f8 a, f8 b) { i8 m = a > b; return (f8)((m & (i8)a) | (~m & (i8)b)); }
-INLINE f8 vmin(f8 a, f8 b) { i8 m = a < b; return (f8)((m & (i8)a) | (~m & (i8)b)); }
+/* max(a, b) = a > b ? a : b and min(a, b) = a < b ? a : b, lane by lane, as a compare and a blend on 16-byte
+ * halves: GCC lowers a 32-byte compare to scalar code where the target has no 32-byte vectors (SSE2), but
+ * splits 16-byte ones well. */
+#define PICK(name, wide, half, mask, op)                                \
+    INLINE wide name(wide a, wide b) {                                  \
+        half x[2], y[2], out[2];                                        \
+        memcpy(x, &a, sizeof x);                                        \
+        memcpy(y, &b, sizeof y);                                        \
+        for (int k = 0; k < 2; k++) {                                   \
+            mask m = x[k] op y[k];                                      \
+            out[k] = (half)((m & (mask)x[k]) | (~m & (mask)y[k]));      \
+        }                                                               \
+        wide v; memcpy(&v, out, sizeof v); return v;                    \
+    }
+PICK(vmax, f8, f4, i4, >)
+PICK(vmin, f8, f4, i4, <)
+PICK(dmax, d4, d2, l2, >)
+PICK(dmin, d4, d2, l2, <)
 
 /* The last count % 8 elements, padded with the first of them (neutral for max and min) and masked to
  * zero for the sums. */
@@ -80,7 +103,10 @@ INLINE void widen_add(d4 *a, d4 *b, f8 v) {
     *b += __builtin_convertvector(high, d4);
 }
 
-INLINE Totals reduce_floats(const char *p, Py_ssize_t n, size_t width, f8 (*load)(const char *)) {
+typedef f8 (*Pick8)(f8, f8);
+
+INLINE Totals reduce_floats(const char *p, Py_ssize_t n, size_t width, f8 (*load)(const char *), Pick8 vmax,
+                            Pick8 vmin) {
     Py_ssize_t body = n - n % 8, i = 0;
     i8 keep;
     f8 tail = body < n ? load_tail(p + body * width, n - body, width, load, &keep) : load(p);
@@ -91,6 +117,8 @@ INLINE Totals reduce_floats(const char *p, Py_ssize_t n, size_t width, f8 (*load
         f8 s0 = {0}, s1 = {0}, q0 = {0}, q1 = {0};
         for (int j = 0; j < 256; j += 32) {       /* four independent max/min chains: latency, not work, bounds them */
             const char *at = p + (i + j) * width;
+            __builtin_prefetch(at + PREFETCH_AHEAD);
+            __builtin_prefetch(at + PREFETCH_AHEAD + 64);
             f8 x = load(at), y = load(at + 8 * width), z = load(at + 16 * width), w = load(at + 24 * width);
             hi = vmax(hi, x); hi1 = vmax(hi1, y); hi2 = vmax(hi2, z); hi3 = vmax(hi3, w);
             lo = vmin(lo, x); lo1 = vmin(lo1, y); lo2 = vmin(lo2, z); lo3 = vmin(lo3, w);
@@ -123,14 +151,9 @@ INLINE Totals reduce_floats(const char *p, Py_ssize_t n, size_t width, f8 (*load
     return t;
 }
 
-CLONES static Totals reduce_f32(const char *p, Py_ssize_t n) { return reduce_floats(p, n, 4, load_f32); }
-CLONES static Totals reduce_bf16(const char *p, Py_ssize_t n) { return reduce_floats(p, n, 2, load_bf16); }
-CLONES static Totals reduce_f16(const char *p, Py_ssize_t n) { return reduce_floats(p, n, 2, load_f16); }
+typedef d4 (*Pick4)(d4, d4);
 
-INLINE d4 dmax(d4 a, d4 b) { l4 m = a > b; return (d4)((m & (l4)a) | (~m & (l4)b)); }
-INLINE d4 dmin(d4 a, d4 b) { l4 m = a < b; return (d4)((m & (l4)a) | (~m & (l4)b)); }
-
-CLONES static Totals reduce_f64(const char *p, Py_ssize_t n) {
+INLINE Totals reduce_doubles(const char *p, Py_ssize_t n, Pick4 dmax, Pick4 dmin) {
     const double *x = (const double *)p;
     Py_ssize_t body = n - n % 4, i = 0;
     Totals t = {x[0], x[0], 0.0, 0.0};
@@ -156,14 +179,46 @@ CLONES static Totals reduce_f64(const char *p, Py_ssize_t n) {
     return t;
 }
 
-static Totals reduce_kind(int kind, const char *p, Py_ssize_t n) {
-    switch (kind) {
-        case 0: return reduce_f32(p, n);
-        case 1: return reduce_f64(p, n);
-        case 2: return reduce_bf16(p, n);
-        default: return reduce_f16(p, n);
-    }
+typedef Totals (*Reduce)(const char *, Py_ssize_t);
+
+static Totals reduce_f32(const char *p, Py_ssize_t n) { return reduce_floats(p, n, 4, load_f32, vmax, vmin); }
+static Totals reduce_f64(const char *p, Py_ssize_t n) { return reduce_doubles(p, n, dmax, dmin); }
+static Totals reduce_bf16(const char *p, Py_ssize_t n) { return reduce_floats(p, n, 2, load_bf16, vmax, vmin); }
+static Totals reduce_f16(const char *p, Py_ssize_t n) { return reduce_floats(p, n, 2, load_f16, vmax, vmin); }
+
+/* By kind: 0 float32, 1 float64, 2 bfloat16, 3 float16. */
+static const Reduce generic_reducers[4] = {reduce_f32, reduce_f64, reduce_bf16, reduce_f16};
+static const Reduce *reducers = generic_reducers;  /* the table in use */
+
+#ifdef AVX2_PATH
+/* max(a, b) = a > b ? a : b, lane by lane: what vmax/vmin above compute with a compare and a blend. */
+AVX2 INLINE f8 vmax_avx2(f8 a, f8 b) { return (f8)_mm256_max_ps((__m256)a, (__m256)b); }
+AVX2 INLINE f8 vmin_avx2(f8 a, f8 b) { return (f8)_mm256_min_ps((__m256)a, (__m256)b); }
+AVX2 INLINE d4 dmax_avx2(d4 a, d4 b) { return (d4)_mm256_max_pd((__m256d)a, (__m256d)b); }
+AVX2 INLINE d4 dmin_avx2(d4 a, d4 b) { return (d4)_mm256_min_pd((__m256d)a, (__m256d)b); }
+
+AVX2 static Totals reduce_f32_avx2(const char *p, Py_ssize_t n) {
+    return reduce_floats(p, n, 4, load_f32, vmax_avx2, vmin_avx2);
 }
+AVX2 static Totals reduce_f64_avx2(const char *p, Py_ssize_t n) { return reduce_doubles(p, n, dmax_avx2, dmin_avx2); }
+AVX2 static Totals reduce_bf16_avx2(const char *p, Py_ssize_t n) {
+    return reduce_floats(p, n, 2, load_bf16, vmax_avx2, vmin_avx2);
+}
+AVX2 static Totals reduce_f16_avx2(const char *p, Py_ssize_t n) {
+    return reduce_floats(p, n, 2, load_f16, vmax_avx2, vmin_avx2);
+}
+
+static const Reduce avx2_reducers[4] = {reduce_f32_avx2, reduce_f64_avx2, reduce_bf16_avx2, reduce_f16_avx2};
+
+static int has_avx2(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#else
+static const Reduce *avx2_reducers = NULL;
+
+static int has_avx2(void) { return 0; }
+#endif
 
 static PyObject *stats(PyObject *self, PyObject *args) {
     unsigned long long address;
@@ -176,11 +231,12 @@ static PyObject *stats(PyObject *self, PyObject *args) {
         return NULL;
     }
     const char *p = (const char *)(uintptr_t)address;
+    Reduce reduce = reducers[kind];
     Totals t;
     Py_BEGIN_ALLOW_THREADS
-    t = reduce_kind(kind, p, count);
+    t = reduce(p, count);
     for (Py_ssize_t r = 1; r < rows; r++) {     /* rows of count elements, row_stride bytes apart */
-        Totals u = reduce_kind(kind, p + r * row_stride, count);
+        Totals u = reduce(p + r * row_stride, count);
         if (u.hi > t.hi) t.hi = u.hi;
         if (u.lo < t.lo) t.lo = u.lo;
         t.sum += u.sum; t.sq += u.sq;
@@ -189,11 +245,37 @@ static PyObject *stats(PyObject *self, PyObject *args) {
     return Py_BuildValue("(dddd)", t.hi, t.lo, t.sum, t.sq);
 }
 
+static PyObject *use(PyObject *self, PyObject *args) {
+    const char *name;
+    if (!PyArg_ParseTuple(args, "s", &name))
+        return NULL;
+    if (strcmp(name, "generic") == 0) {
+        reducers = generic_reducers;
+    } else if (strcmp(name, "avx2") == 0 && has_avx2()) {
+        reducers = avx2_reducers;
+    } else {
+        PyErr_Format(PyExc_ValueError, "use(%R): this CPU runs 'generic'%s", PyTuple_GET_ITEM(args, 0),
+                     has_avx2() ? " or 'avx2'" : "");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *which(PyObject *self, PyObject *unused) {
+    return PyUnicode_FromString(reducers == generic_reducers ? "generic" : "avx2");
+}
+
 static PyMethodDef methods[] = {
     {"stats", stats, METH_VARARGS, "stats(address, count, kind[, rows, row_stride]) -> (max, min, sum, sum of squares)"},
+    {"use", use, METH_VARARGS, "use('generic' or 'avx2') -> None: the loops to run from now on"},
+    {"which", which, METH_NOARGS, "which() -> 'avx2' or 'generic': the loops in use"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fused", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__fused(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__fused(void) {
+    if (has_avx2())
+        reducers = avx2_reducers;
+    return PyModule_Create(&module);
+}

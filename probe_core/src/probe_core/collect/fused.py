@@ -9,7 +9,7 @@ Both collectors use it for CPU tensors of the four float types; their own reduct
 rest (accelerator tensors, integers, other strided views) and whenever :func:`host_stats` returns None:
 
 * the extension is not built, or ``PROBE_FUSED_STATS=0`` is set (to rule it out when a number looks
-  wrong);
+  wrong; ``PROBE_FUSED_STATS=generic`` keeps the kernel but not its AVX2 build);
 * a value is NaN or infinite: the framework then gives its own NaN and infinity semantics;
 * float32 squares are in the subnormal range (a norm below about 3.6e-15 that is not zero): the
   framework's float32 norm loses them as this kernel would, and stays the reference for it.
@@ -21,9 +21,9 @@ import math
 import os
 
 try:
-    from probe_core.collect._fused import stats as _stats
+    from probe_core.collect import _fused
 except ImportError:  # built without a C compiler
-    _stats = None
+    _fused = None
 
 #: The ``kind`` codes of :func:`host_stats`, by the dtype's common name.
 KINDS = {"float32": 0, "float64": 1, "bfloat16": 2, "float16": 3}
@@ -32,7 +32,16 @@ _FLOAT64 = KINDS["float64"]
 #: A sum of squares below this (2**-96) may hold float32 squares that lost bits as subnormals.
 _TINY_SQUARES = 2.0 ** -96
 
-_ENABLED = _stats is not None and os.environ.get("PROBE_FUSED_STATS", "1") != "0"
+_SWITCH = os.environ.get("PROBE_FUSED_STATS", "1")
+_ENABLED = _fused is not None and _SWITCH != "0"
+if _ENABLED and _SWITCH == "generic":
+    _fused.use("generic")
+_stats = _fused.stats if _ENABLED else None
+
+
+def loops() -> str | None:
+    """Which build of the kernel runs: ``"avx2"`` (x86-64 with AVX2 and FMA), ``"generic"``, or None."""
+    return _fused.which() if _ENABLED else None
 
 
 def available() -> bool:
