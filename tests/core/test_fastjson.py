@@ -12,7 +12,7 @@ import pytest
 
 import probe_core.dump.jsonstream as jsonstream
 from probe_core.dump.jsonstream import iter_object
-from probe_core.fastjson import MISS, decode, float_texts, try_decode
+from probe_core.fastjson import MISS, decode, float_texts, try_decode, value_text
 
 
 def _same(a, b) -> bool:
@@ -89,6 +89,29 @@ def test_float_texts_are_repr():
             values[rnd.randrange(len(values))] = rnd.choice((1e-5, -3.5e-7, 1e17, math.nan, -math.inf, 0.00012, 7))
         assert float_texts(values) == [repr(v) for v in values], values
     assert float_texts([]) == []
+
+
+def test_value_text_reads_back_as_json_dumps_reads_back():
+    """Entry-like values with every double (NaN and infinities too), None, big integers, non-ASCII text and
+    lone surrogates: the text reads back as json.dumps's text does, and refuses what json refuses."""
+    rnd = random.Random(6)
+    doubles = _random_doubles(3000, 5)
+    leaves = [None, True, 0, -7, 2**64, -(2**63) - 1, 10**30, "\u00e9\U0001f600", "\ud800", "null", ""]
+    for _ in range(400):
+        tensor = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [rnd.randint(0, 9)],
+                  **{key: rnd.choice(doubles) for key in ("Max", "Min", "Mean", "Norm")},
+                  "requires_grad": rnd.random() < 0.5}
+        value = {"input_args": [tensor, {"type": "int", "value": rnd.choice(leaves)}, [rnd.choice(leaves)]],
+                 "input_kwargs": {"eps": {"type": "float", "value": rnd.choice(doubles)}, 3: "int key"},
+                 "output": [tensor]}
+        expected = json.loads(json.dumps(value, ensure_ascii=False))
+        assert _same(json.loads(value_text(value)), expected)
+    for bad in ({"x": object()}, {(1, 2): 3}):
+        with pytest.raises(TypeError) as ours:
+            value_text(bad)
+        with pytest.raises(TypeError) as theirs:
+            json.dumps(bad)
+        assert str(ours.value) == str(theirs.value)
 
 
 def _indented_dump(entries: dict[str, str]) -> str:

@@ -11,6 +11,9 @@ makes it 4-5x faster:
   surrogates and a UTF-8 BOM: text it refuses is decoded by :mod:`json`,
   which also reports any error.
 - :func:`dumps` writes what :func:`json.loads` reads back as the same value.
+- :func:`value_text` is ``json.dumps(value, ensure_ascii=False)`` up to spelling (no spaces, ``1e-5`` for
+  ``1e-05``): :func:`json.loads` reads either back as the same value. Values msgspec would write
+  otherwise (NaN and infinity as ``null``, integers beyond 64 bits, float keys) go through :mod:`json`.
 - :func:`float_texts` is ``[repr(v) for v in values]``. msgspec's shortest
   round-trip digits are ``repr``'s, but it writes ``nan``/``inf`` as ``null``,
   magnitudes below 1e-4 in positional notation and exponents without
@@ -54,6 +57,19 @@ def dumps(value: Any) -> str:
         return _encode(value).decode()
     except UnicodeEncodeError:  # a lone surrogate: json escapes it
         return json.dumps(value, separators=(",", ":"))
+
+
+def value_text(value: Any) -> str:
+    """JSON text of ``value`` (a dump entry: dicts, lists, strings, numbers, None) that :func:`json.loads` reads
+    back as ``value``; about 10x faster than :func:`json.dumps`. A value neither can write raises json's
+    error (a few that json refuses, as sets and bytes, msgspec writes as lists and base64 text)."""
+    try:
+        text = _encode(value)
+    except (TypeError, ValueError, OverflowError, UnicodeEncodeError):  # json names the problem (or copes)
+        return json.dumps(value, ensure_ascii=False)
+    if b"null" in text:  # None, or NaN/infinity written as null: json tells them apart
+        return json.dumps(value, ensure_ascii=False)
+    return text.decode()
 
 
 def float_texts(values: list[float]) -> list[str]:

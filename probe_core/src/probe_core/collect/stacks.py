@@ -33,6 +33,8 @@ class StackRegistry:
         self.skip_files = tuple(skip_files) + LAUNCHER_FILES
         self._ids: dict[tuple[Any, ...], int] = {}
         self._lines: dict[int, list[str]] = {}
+        self._by_lines: dict[tuple[Any, ...], int] = {}
+        self._codes: list[list[Any]] = []
         self._skip_cache: dict[str, bool] = {}
 
     def _skipped(self, filename: str) -> bool:
@@ -45,20 +47,28 @@ class StackRegistry:
     def capture(self, depth: int = 1) -> int:
         """The id of the caller's stack (innermost first), skipping probe's own frames."""
         frame = sys._getframe(depth)
-        key = []
+        kept = []
         while frame is not None:
-            code = frame.f_code
-            if not self._skipped(code.co_filename):
-                key.append((code, frame.f_lineno))
-            elif key and code.co_filename.startswith(self.core_dir):
+            filename = frame.f_code.co_filename
+            if not self._skipped(filename):
+                kept.append(frame)
+            elif kept and filename.startswith(self.core_dir):
                 break  # probe run's launcher below the script
             frame = frame.f_back
-        key_t = tuple(key)
-        sid = self._ids.get(key_t)
-        if sid is None:
-            sid = len(self._ids)
-            self._ids[key_t] = sid
-            self._lines[sid] = [_render(code, line) for code, line in key_t]
+        # keyed by each frame's code object id and instruction offset: hashing a code object hashes its
+        # bytecode and constants, and a frame's line number is looked up in a table (both far slower)
+        key = tuple([(id(f.f_code), f.f_lasti) for f in kept])
+        sid = self._ids.get(key)
+        if sid is None:  # a new instruction chain: its lines may still be a known stack
+            found = [(f.f_code, f.f_lineno) for f in kept]
+            line_key = tuple([(id(code), line) for code, line in found])
+            sid = self._by_lines.get(line_key)
+            if sid is None:
+                sid = len(self._by_lines)
+                self._by_lines[line_key] = sid
+                self._lines[sid] = [_render(code, line) for code, line in found]
+            self._ids[key] = sid
+            self._codes.append([code for code, _ in found])  # alive, so no other code object takes their ids
         return sid
 
     def lines(self, sid: int) -> list[str]:

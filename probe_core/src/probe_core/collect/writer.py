@@ -20,6 +20,14 @@ from typing import Any
 
 from probe_core.collect.journal import Journal, StepRecords, safe_dir, write_step_files
 from probe_core.errors import CollectionError
+from probe_core.fastjson import value_text
+
+_string = json.encoder.encode_basestring_ascii  # json.dumps of a str, without the call's set-up
+
+
+def _edge_line(name: str, parent: str | None) -> str:
+    """The journal line of a construct.json edge: ``json.dumps(["c", name, parent])``."""
+    return f'["c", {_string(name)}, {"null" if parent is None else _string(parent)}]'
 from probe_core.modes import EntryPolicy
 
 #: Bytes of tensor snapshots that may wait for the writer thread before the training thread waits for it.
@@ -303,7 +311,7 @@ class StepWriter:
                 if self.stopped or not policy.keep(item.value):
                     continue
                 self.stopped = policy.exhausted
-            text = json.dumps(item.value, ensure_ascii=False)
+            text = value_text(item.value)
             if header_needed:
                 lines.append(json.dumps(["H", self._header(state)]))
                 header_needed = False
@@ -313,20 +321,19 @@ class StepWriter:
                 lines.append(json.dumps(stack, ensure_ascii=False))
                 records.add_line(stack)
             if item.kind == "e":
-                lines.append(f'["e", {json.dumps(item.name)}, {json.dumps(item.sid)}, {text}]')
+                sid = "null" if item.sid is None else str(item.sid)
+                lines.append(f'["e", {_string(item.name)}, {sid}, {text}]')
                 records.add_line(["e", item.name, item.sid], text)
                 state.entries += 1
                 self.summary.entries += 1
                 if item.construct:
-                    edge = ["c", item.name, item.parent]
-                    lines.append(json.dumps(edge))
-                    records.add_line(edge)
+                    lines.append(_edge_line(item.name, item.parent))
+                    records.add_line(["c", item.name, item.parent])
             elif item.kind == "c":
-                edge = ["c", item.name, item.parent]
-                lines.append(json.dumps(edge))
-                records.add_line(edge)
+                lines.append(_edge_line(item.name, item.parent))
+                records.add_line(["c", item.name, item.parent])
             else:
-                lines.append(f'["d", {json.dumps(item.name)}, {text}]')
+                lines.append(f'["d", {_string(item.name)}, {text}]')
                 records.add_line(["d", item.name], text)
             if self._listen_record:
                 self._registry.emit("probe_on_record", name=item.name, entry=item.value,
