@@ -7,6 +7,7 @@ import math
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -132,7 +133,8 @@ def test_the_switch(switch, shown):
 
 def test_the_avx2_build_runs_where_the_cpu_has_it():
     """x86-64 Linux with AVX2 and FMA (every CI machine here) must not fall back to the portable loops."""
-    flags = open("/proc/cpuinfo").read().split() if os.path.exists("/proc/cpuinfo") else []
+    cpuinfo = Path("/proc/cpuinfo")
+    flags = cpuinfo.read_text().split() if cpuinfo.exists() else []
     if "avx2" in flags and "fma" in flags:
         assert DEFAULT_LOOPS == "avx2"
     else:

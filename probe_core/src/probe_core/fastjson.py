@@ -11,7 +11,7 @@ makes it 4-5x faster:
   surrogates and a UTF-8 BOM: text it refuses is decoded by :mod:`json`,
   which also reports any error.
 - :func:`dumps` writes what :func:`json.loads` reads back as the same value.
-- :func:`value_text` is ``json.dumps(value, ensure_ascii=False)`` up to spelling (no spaces, ``1e-5`` for
+- :func:`value_text` is ``json.dumps(value, ensure_ascii=False)`` up to spelling (no spaces, ``0.00001`` for
   ``1e-05``): :func:`json.loads` reads either back as the same value. Values msgspec would write
   otherwise (NaN and infinity as ``null``, integers beyond 64 bits, float keys) go through :mod:`json`.
 - :func:`float_texts` is ``[repr(v) for v in values]``. msgspec's shortest

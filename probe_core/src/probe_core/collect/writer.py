@@ -21,6 +21,10 @@ from typing import Any
 from probe_core.collect.journal import Journal, StepRecords, safe_dir, write_step_files
 from probe_core.errors import CollectionError
 from probe_core.fastjson import value_text
+from probe_core.modes import EntryPolicy
+
+#: Bytes of tensor snapshots that may wait for the writer thread before the training thread waits for it.
+SAVE_QUEUE_BYTES = 1 << 30
 
 _string = json.encoder.encode_basestring_ascii  # json.dumps of a str, without the call's set-up
 
@@ -28,10 +32,6 @@ _string = json.encoder.encode_basestring_ascii  # json.dumps of a str, without t
 def _edge_line(name: str, parent: str | None) -> str:
     """The journal line of a construct.json edge: ``json.dumps(["c", name, parent])``."""
     return f'["c", {_string(name)}, {"null" if parent is None else _string(parent)}]'
-from probe_core.modes import EntryPolicy
-
-#: Bytes of tensor snapshots that may wait for the writer thread before the training thread waits for it.
-SAVE_QUEUE_BYTES = 1 << 30
 
 
 @dataclass
