@@ -34,7 +34,7 @@ class StackRegistry:
         self._ids: dict[tuple[Any, ...], int] = {}
         self._lines: dict[int, list[str]] = {}
         self._by_lines: dict[tuple[Any, ...], int] = {}
-        self._codes: list[list[Any]] = []
+        self._alive: dict[int, Any] = {}  # id -> code object of every key: no other code object takes the id
         self._skip_cache: dict[str, bool] = {}
 
     def _skipped(self, filename: str) -> bool:
@@ -68,7 +68,7 @@ class StackRegistry:
                 self._by_lines[line_key] = sid
                 self._lines[sid] = [_render(code, line) for code, line in found]
             self._ids[key] = sid
-            self._codes.append([code for code, _ in found])  # alive, so no other code object takes their ids
+            self._alive.update((id(code), code) for code, _ in found)
         return sid
 
     def lines(self, sid: int) -> list[str]:
