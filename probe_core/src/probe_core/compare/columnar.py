@@ -23,7 +23,7 @@ dump). The core holds no arrays itself: the columns are the mode's (the statisti
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,22 +56,34 @@ class Forms:
         self.signatures: dict[tuple, tuple] = {}
         self.plain: set[int] = set()  # ids of the signatures a plain entry can have (leaves, unique names)
         self.by_key: dict[tuple, tuple] = {}  # _flat's key -> its signature
+        self.known: dict[bytes, tuple] = {}  # the scanner's skeleton of a flat entry -> its signature
 
-    def __call__(self, name: str, data: Any) -> Form | None:
-        """The compact form of entry ``name`` (its dump.json value ``data``), ``None`` when it has none."""
+    def __call__(self, name: str, data: Any, flat: tuple[Any, tuple] | None = None) -> Form | None:
+        """The compact form of entry ``name`` (its dump.json value ``data``, or what the scanner read of it:
+        ``flat``, see :class:`probe_core.dump.reader.DumpEntry`), ``None`` when it has none."""
+        if flat is not None:
+            found, stats = flat
+            if name.endswith(".debug"):
+                return None
+            if found.__class__ is not bytes:
+                return found, stats
+            form = self(name, data)  # a skeleton met for the first time: remember its signature
+            if form is not None and _same_numbers(form[1], stats):
+                self.known[found] = form[0]
+            return form
         if type(data) is not dict or name.endswith(".debug"):
             return None
-        flat = _flat(data) if ".parameters_grad" not in name else None
-        if flat is not None:
+        flat_key = _flat(data) if ".parameters_grad" not in name else None
+        if flat_key is not None:
             try:
-                signature = self.by_key.get(flat[0])
+                signature = self.by_key.get(flat_key[0])
             except TypeError:  # an unhashable dtype or shape item: the walk says why it is no form
-                flat = signature = None
+                flat_key = signature = None
             if signature is not None:
-                return signature, flat[1]
+                return signature, flat_key[1]
         form = self._walked(name, data)
-        if flat is not None and form is not None:
-            self.by_key[flat[0]] = form[0]
+        if flat_key is not None and form is not None:
+            self.by_key[flat_key[0]] = form[0]
         return form
 
     def _walked(self, name: str, data: dict) -> Form | None:
@@ -141,6 +153,12 @@ def _flat(data: dict) -> tuple[tuple, tuple] | None:
             else:
                 return None
     return tuple(key), tuple(stats)
+
+
+def _same_numbers(ours: tuple, theirs: tuple) -> bool:
+    """Whether two statistics tuples hold the same numbers of the same types (NaN matching NaN)."""
+    return len(ours) == len(theirs) and all(
+        a.__class__ is b.__class__ and (a == b or (a != a and b != b)) for a, b in zip(ours, theirs))
 
 
 def _walk(node: Any, suffix: str, role: str, index_lists: bool, depth: int, descs: list, stats: list) -> bool:
@@ -256,8 +274,13 @@ class ColumnarCompare:
         """The bench's index; when the path is active, with each entry's compact form from the same pass."""
         if not self.active:
             return bench.index()
-        refs, self.bench_forms = bench.index_with(self.forms)
+        refs, self.bench_forms = bench.index_with(self.forms, known=self.forms.known)
         return refs
+
+    def entries(self, target: RankDump) -> Iterator[DumpEntry]:
+        """The target's entries in execution order; when the path is active, those the scanner knows come
+        flat (:meth:`RankDump.loaded` reads one back)."""
+        return target.entries(known=self.forms.known if self.active else None)
 
     def compare(self, pairs: Sequence[tuple[DumpEntry | None, EntryRef | None]]) -> list[Plain | None]:
         """For each (target entry, bench ref), its rows and discrepancies when the entry is plain, else
@@ -276,14 +299,14 @@ class ColumnarCompare:
             return [None] * len(pairs)
         found = []
         for npu, bench in pairs:
-            theirs = self.forms(bench.name, bench.data)
+            theirs = self.forms(bench.name, bench.data, bench.flat)
             found.append(self._leaf_pairs(npu, bench.name, theirs) if theirs is not None else None)
         return self._plain(found)
 
     def _leaf_pairs(self, npu: DumpEntry, bench_name: str, theirs: Form) -> _Found | None:
         """The layout, leaf pairs and statistics of a plain entry (``theirs``: its bench's form), ``None`` when
         it is not plain."""
-        ours = self.forms(npu.name, npu.data)
+        ours = self.forms(npu.name, npu.data, npu.flat)
         if ours is None or ours[0] is not theirs[0] or id(ours[0]) not in self.forms.plain \
                 or _is_redundant(api_op(npu.name)):
             return None

@@ -377,10 +377,11 @@ def _finish(npu: DumpEntry | None, bench: DumpEntry | EntryRef | None, plain: Pl
 def _finish_chunk(pairs: Sequence[tuple[DumpEntry | None, EntryRef | None]]) -> list[EntryOutcome]:
     """Compare a chunk of (target entry, bench ref) pairs: the plain ones as columns (their rows rendered
     together), the others row by row (their bench entry loaded by its span)."""
+    target: RankDump = _WORKER["target"]
     bench: RankDump = _WORKER["bench"]
     found = _WORKER["columnar"].compare(pairs)
     outcomes = [_finish(npu, ref, plain) if plain is not None else
-                _finish(npu, bench.load(ref) if ref is not None else None)
+                _finish(target.loaded(npu) if npu is not None else None, bench.load(ref) if ref is not None else None)
                 for (npu, ref), plain in zip(pairs, found)]
     shown = [(npu, plain) for (npu, _), plain in zip(pairs, found) if plain is not None]
     text = not _WORKER["xlsx"]
@@ -418,7 +419,7 @@ def _stream_outcomes(matcher: Matcher) -> Iterator[EntryOutcome]:
     target: RankDump = _WORKER["target"]
     bench: RankDump = _WORKER["bench"]
     chunk: list[tuple[DumpEntry | None, EntryRef | None]] = []
-    for entry in target.entries():
+    for entry in _WORKER["columnar"].entries(target):
         chunk.append((entry, matcher.match(entry.name)))
         if len(chunk) >= CHUNK_ENTRIES:
             yield from _finish_chunk(chunk)

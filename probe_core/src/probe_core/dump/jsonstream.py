@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import os
 import re
 import sys
 from collections.abc import Iterator
@@ -24,6 +25,11 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from probe_core.fastjson import MISS, decode, try_decode
+
+try:
+    from probe_core.dump import _scan
+except ImportError:  # built without a C compiler
+    _scan = None
 
 CHUNK = 1 << 22  # 4 MiB per read
 MAX_DEPTH = 200  # deepest nesting the small-file readers accept (probe and msprobe files nest < 20)
@@ -49,6 +55,7 @@ class Member(NamedTuple):
     value: Any
     start: int
     end: int
+    flat: tuple[Any, tuple] | None = None  # with ``known`` (see iter_object): (known[skeleton] or skeleton, stats)
 
 
 class _Cursor:
@@ -168,13 +175,20 @@ class _Cursor:
         return self.value()
 
 
-def iter_object(path: str | Path, nested: str = "data", header: dict[str, Any] | None = None) -> Iterator[Member]:
+def iter_object(path: str | Path, nested: str = "data", header: dict[str, Any] | None = None,
+                known: dict[bytes, Any] | None = None) -> Iterator[Member]:
     """Yield the members of ``top[nested]`` in file order.
 
     Other top-level members are stored into ``header`` (when given) as they
     are met: members before ``nested`` are there by the first yield, members
     after it once the generator is exhausted. Raises :class:`JsonStreamError`
     on malformed input (after yielding every member read before the fault).
+
+    With ``known`` (a dict, and the scanner :mod:`probe_core.dump._scan` built), a *flat* member (a statistics
+    entry of tensor records and number arguments, see ``_scan.c``) is read without building its value: its
+    statistics in file order, and its *skeleton* (its text without them) looked up in ``known``. Such a
+    member comes as ``flat=(known[skeleton], stats)`` with ``value=None``, or, the first time a skeleton is
+    met, as ``flat=(skeleton, stats)`` with its value decoded, for the caller to remember in ``known``.
     """
     header = {} if header is None else header
     with open(path, "rb") as handle:
@@ -189,7 +203,7 @@ def iter_object(path: str | Path, nested: str = "data", header: dict[str, Any] |
                 key = cur.key()
                 cur.expect(":", "':' after a key")
                 if key == nested and cur.peek() == "{":
-                    yield from _members(cur)
+                    yield from _members(cur, known if scanning() else None)
                 else:
                     header[key] = cur.value()
                 if cur.expect(",}", "',' or '}' after a top-level member") == "}":
@@ -198,13 +212,32 @@ def iter_object(path: str | Path, nested: str = "data", header: dict[str, Any] |
             raise cur.error(f"unexpected {cur.peek()!r} after the end of the top-level object")
 
 
-def _members(cur: _Cursor) -> Iterator[Member]:
+def scanning() -> bool:
+    """Whether flat members are read by the scanner (built, and not switched off by ``PROBE_SCAN=0``)."""
+    return _scan is not None and os.environ.get("PROBE_SCAN", "1") != "0"
+
+
+def _members(cur: _Cursor, known: dict[bytes, Any] | None) -> Iterator[Member]:
     cur.expect("{", "'{'")
     if cur.peek() == "}":
         cur.pos += 1
         return
     ends: _MemberEnds | None = None  # found from the first key on its own line
     while True:
+        if known is not None and cur.ascii:
+            members, pos, closed = _scan.scan(cur.text, cur.pos, cur.base, known)
+            if members and members[0][3].__class__ is bytes:  # a skeleton met for the first time: decode it
+                key, start, end, skeleton, stats = members[0]
+                value = _decoded(cur.text[start - cur.base:end - cur.base])
+                members = [] if value is MISS else [Member(key, value, start, end, (skeleton, stats))]
+            else:
+                members = [Member(key, None, start, end, (found, stats)) for key, start, end, found, stats in members]
+            if members:
+                cur.pos = pos
+                yield from members
+                if closed:
+                    return
+                continue
         found = _KEY.match(cur.text, cur.pos)  # the common case in one regex call: a plain key within the window
         if found is not None and found.end() < len(cur.text):
             key, cur.pos = found.group(2), found.end()
@@ -227,6 +260,17 @@ def _members(cur: _Cursor) -> Iterator[Member]:
             separator = cur.expect(",}", "',' or '}' after an entry")
         if separator == "}":
             return
+
+
+def _decoded(text: str) -> Any:
+    """The value of a member's text, :data:`MISS` when it is not valid JSON (the token path then says why)."""
+    value = try_decode(text)
+    if value is MISS:
+        try:
+            value = json.loads(text)
+        except (ValueError, RecursionError):
+            return MISS
+    return value
 
 
 class _MemberEnds:

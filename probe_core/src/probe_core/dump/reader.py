@@ -46,6 +46,11 @@ class DumpEntry:
     ``index`` is its position in execution order (file order), ``data`` its
     raw dump.json value, ``parent`` its parent node from construct.json
     (``None`` at the top or at L1), ``stack`` its call stack lines.
+
+    An entry streamed with ``known`` (:meth:`RankDump.entries`) may come *flat*: ``data`` is then ``None``,
+    ``flat`` holds what the scanner read instead (``(known[skeleton], statistics)``, see
+    :func:`probe_core.dump.jsonstream.iter_object`) and :meth:`RankDump.loaded` reads ``data`` back by
+    ``span``.
     """
 
     name: str
@@ -54,6 +59,8 @@ class DumpEntry:
     parent: str | None = None
     stack: tuple[str, ...] = ()
     dump: RankDump | None = field(default=None, repr=False, compare=False)
+    flat: tuple[Any, tuple] | None = field(default=None, repr=False, compare=False)
+    span: tuple[int, int] | None = field(default=None, repr=False, compare=False)
 
     @property
     def parsed(self) -> EntryName:
@@ -212,7 +219,7 @@ class RankDump:
 
     # -- entries --------------------------------------------------------------
 
-    def _members(self, lenient: bool | None) -> Iterator[Member]:
+    def _members(self, lenient: bool | None, known: dict[bytes, Any] | None = None) -> Iterator[Member]:
         lenient = self.lenient if lenient is None else lenient
         if self.journal_only:
             self.header  # noqa: B018 (warns once)
@@ -224,7 +231,7 @@ class RankDump:
         header: dict[str, Any] = {}
         count = 0
         try:
-            for member in iter_object(self.dump_file, "data", header):
+            for member in iter_object(self.dump_file, "data", header, known):
                 count += 1
                 yield member
             self._check_has_data(header)
@@ -245,12 +252,24 @@ class RankDump:
             fix = "the file is not valid JSON; re-run the dump, or pass --lenient to use the entries before that point"
         return DumpError(f"{self.dump_file}: {exc}: {fix}")
 
-    def entries(self, lenient: bool | None = None) -> Iterator[DumpEntry]:
-        """Every entry in execution order, streamed (memory: one entry at a time)."""
+    def entries(self, lenient: bool | None = None, known: dict[bytes, Any] | None = None) -> Iterator[DumpEntry]:
+        """Every entry in execution order, streamed (memory: one entry at a time). With ``known``, the
+        entries the scanner knows come flat (see :class:`DumpEntry`)."""
         parents, stacks = self.construct, self.stacks
-        for index, member in enumerate(self._members(lenient)):
-            yield DumpEntry(member.key, index, member.value, parents.get(member.key),
-                            stacks.get(member.key, ()), self)
+        if known is None:
+            for index, member in enumerate(self._members(lenient)):
+                yield DumpEntry(member.key, index, member.value, parents.get(member.key),
+                                stacks.get(member.key, ()), self)
+            return
+        for index, member in enumerate(self._members(lenient, known)):
+            yield DumpEntry(member.key, index, member.value, parents.get(member.key), stacks.get(member.key, ()),
+                            self, member.flat, (member.start, member.end))
+
+    def loaded(self, entry: DumpEntry) -> DumpEntry:
+        """``entry`` with its ``data``: a flat entry's read back by its span (others as they are)."""
+        if entry.data is not None or entry.span is None:
+            return entry
+        return self.load(EntryRef(entry.name, entry.index, *entry.span))
 
     def values(self, lenient: bool | None = None) -> dict[str, Any]:
         """Every entry's raw dump.json value by name, in execution order (the whole dump in memory; what
@@ -261,14 +280,16 @@ class RankDump:
         """Names and byte spans of every entry, in execution order (one pass, values dropped)."""
         return [EntryRef(m.key, i, m.start, m.end) for i, m in enumerate(self._members(lenient))]
 
-    def index_with(self, keep: Callable[[str, Any], Any],
-                   lenient: bool | None = None) -> tuple[list[EntryRef], list[Any]]:
-        """:meth:`index`, and ``keep(name, value)`` of each entry from the same pass (what a reader wants to
-        hold of an entry without decoding it again, e.g. the columnar compare's compact form)."""
+    def index_with(self, keep: Callable[[str, Any, Any], Any], lenient: bool | None = None,
+                   known: dict[bytes, Any] | None = None) -> tuple[list[EntryRef], list[Any]]:
+        """:meth:`index`, and ``keep(name, value, flat)`` of each entry from the same pass (what a reader wants
+        to hold of an entry without decoding it again, e.g. the columnar compare's compact form). ``flat`` is
+        ``None`` but for the entries read flat with ``known`` (then ``value`` may be ``None``, see
+        :class:`DumpEntry`)."""
         refs, kept = [], []
-        for i, m in enumerate(self._members(lenient)):
+        for i, m in enumerate(self._members(lenient, known)):
             refs.append(EntryRef(m.key, i, m.start, m.end))
-            kept.append(keep(m.key, m.value))
+            kept.append(keep(m.key, m.value, m.flat))
         return refs, kept
 
     def load(self, ref: EntryRef) -> DumpEntry:

@@ -1,0 +1,382 @@
+/* The members of a dump.json's "data" object, read a window at a time without building their values.
+ *
+ * scan(text, pos, base, known) -> (members, pos, closed)
+ *   text:   a window of the file, decoded (an ASCII str: text positions are byte positions);
+ *   pos:    where the next member (or the blank before it) starts in text;
+ *   base:   the byte offset of text[0] in the file;
+ *   known:  a dict from skeleton (bytes) to whatever the caller keeps for it (a compact form's signature).
+ *
+ * Most entries of a statistics dump are *flat*: an object whose keys are sections ("input_args",
+ * "input_kwargs", "input", "output", "parameters", each at most once and in that order) holding a list, or
+ * an object with distinct plain keys, of leaves that are either a tensor record with exactly the keys
+ * type, dtype, shape, Max, Min, Mean, Norm and maybe requires_grad (in that order) or a number argument
+ * with exactly type and value. scan() reads such a member's text once: its statistics become Python numbers
+ * (json's own: int() of an integer token, float() of any other, NaN and +-Infinity as json reads them),
+ * and everything else of its text, the *skeleton* (the statistics cut out, each leaving a \x01), is
+ * looked up in known. Two entries with the same skeleton differ in their statistics only.
+ *
+ * members holds, in file order, each flat member's (key, start, end, known[skeleton], statistics) while
+ * the skeletons are known; a member whose skeleton is not known comes alone, as (key, start, end,
+ * skeleton, statistics), for the caller to decode once and remember. start and end are the byte span of
+ * the value. pos is where reading goes on (after the separator of the last member and the blank after
+ * it), and closed tells that separator was the '}' closing the object. scan() stops before any member
+ * it does not read this way (not flat, an escaped or unterminated key, text the window cuts, a number it
+ * cannot parse): the caller reads that one by itself, then calls scan() again. It never reads past the
+ * window, and returns no member whose separator it has not seen.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+typedef struct {
+    const unsigned char *s;
+    Py_ssize_t n, p;
+    char *skel;          /* the skeleton of the member being read */
+    Py_ssize_t skel_n, skel_cap;
+    Py_ssize_t copied;   /* text up to here is in the skeleton (or cut) */
+    PyObject *stats;     /* list of the member's statistics */
+} Scan;
+
+static const char *SECTIONS[] = {"input_args", "input_kwargs", "input", "output", "parameters"};
+#define N_SECTIONS 5
+
+static void blank(Scan *c) {
+    while (c->p < c->n) {
+        unsigned char ch = c->s[c->p];
+        if (ch != ' ' && ch != '\t' && ch != '\n' && ch != '\r')
+            break;
+        c->p++;
+    }
+}
+
+static int take(Scan *c, unsigned char ch) {
+    blank(c);
+    if (c->p < c->n && c->s[c->p] == ch) {
+        c->p++;
+        return 1;
+    }
+    return 0;
+}
+
+/* A string token; *a, *b: its contents (without quotes). plain: refuse escapes. */
+static int string(Scan *c, Py_ssize_t *a, Py_ssize_t *b, int plain) {
+    if (!take(c, '"'))
+        return 0;
+    *a = c->p;
+    while (c->p < c->n) {
+        unsigned char ch = c->s[c->p];
+        if (ch == '"') {
+            *b = c->p++;
+            return 1;
+        }
+        if (ch < 0x20 || (ch == '\\' && plain))
+            return 0;
+        c->p += ch == '\\' ? 2 : 1;
+    }
+    return 0;
+}
+
+/* The exact key `name` and the ':' after it. */
+static int key(Scan *c, const char *name) {
+    Py_ssize_t a, b, len = (Py_ssize_t)strlen(name);
+    return string(c, &a, &b, 1) && b - a == len && memcmp(c->s + a, name, len) == 0 && take(c, ':');
+}
+
+static int digits(Scan *c) {
+    Py_ssize_t from = c->p;
+    while (c->p < c->n && c->s[c->p] >= '0' && c->s[c->p] <= '9')
+        c->p++;
+    return c->p > from;
+}
+
+/* A JSON number (json's NaN, Infinity and -Infinity too): its span, and whether it is an integer. */
+static int number(Scan *c, Py_ssize_t *a, int *integer) {
+    blank(c);
+    *a = c->p;
+    *integer = 0;
+    static const char *words[] = {"NaN", "Infinity", "-Infinity"};
+    for (int i = 0; i < 3; i++) {
+        Py_ssize_t len = (Py_ssize_t)strlen(words[i]);
+        if (c->n - c->p >= len && memcmp(c->s + c->p, words[i], len) == 0) {
+            c->p += len;
+            return 1;
+        }
+    }
+    if (c->p < c->n && c->s[c->p] == '-')
+        c->p++;
+    if (c->p < c->n && c->s[c->p] == '0')
+        c->p++;
+    else if (!digits(c))
+        return 0;
+    *integer = 1;
+    if (c->p < c->n && c->s[c->p] == '.') {
+        c->p++;
+        if (!digits(c))
+            return 0;
+        *integer = 0;
+    }
+    if (c->p < c->n && (c->s[c->p] == 'e' || c->s[c->p] == 'E')) {
+        c->p++;
+        if (c->p < c->n && (c->s[c->p] == '+' || c->s[c->p] == '-'))
+            c->p++;
+        if (!digits(c))
+            return 0;
+        *integer = 0;
+    }
+    return c->p < c->n;  /* a number the window ends in may go on in the next window */
+}
+
+/* The Python value json gives for the number token s[a:p]; NULL (no error set) when there is none. */
+static PyObject *number_value(Scan *c, Py_ssize_t a, int integer) {
+    Py_ssize_t len = c->p - a;
+    char buffer[64];
+    if (len >= (Py_ssize_t)sizeof buffer)
+        return NULL;  /* longer than any statistic: json reads it */
+    memcpy(buffer, c->s + a, len);
+    buffer[len] = 0;
+    if (buffer[0] == 'N')
+        return PyFloat_FromDouble(Py_NAN);
+    if (buffer[0] == 'I' || buffer[1] == 'I')
+        return PyFloat_FromDouble(buffer[0] == '-' ? -Py_HUGE_VAL : Py_HUGE_VAL);
+    PyObject *value;
+    if (integer) {
+        value = PyLong_FromString(buffer, NULL, 10);
+    } else {
+        char *end;
+        double x = PyOS_string_to_double(buffer, &end, NULL);
+        value = (x == -1.0 && PyErr_Occurred()) || *end ? NULL : PyFloat_FromDouble(x);
+    }
+    if (value == NULL)
+        PyErr_Clear();
+    return value;
+}
+
+static int grow(Scan *c, Py_ssize_t more) {
+    if (c->skel_n + more <= c->skel_cap)
+        return 1;
+    Py_ssize_t cap = 2 * c->skel_cap + more;
+    char *skel = PyMem_Realloc(c->skel, cap);
+    if (skel == NULL)
+        return 0;
+    c->skel = skel;
+    c->skel_cap = cap;
+    return 1;
+}
+
+/* A statistic: its value joins stats; its token leaves the skeleton (a \x01 marks where it was). */
+static int statistic(Scan *c, int cut) {
+    Py_ssize_t a;
+    int integer;
+    if (!number(c, &a, &integer))
+        return 0;
+    PyObject *value = number_value(c, a, integer);
+    if (value == NULL)
+        return 0;
+    int failed = PyList_Append(c->stats, value);
+    Py_DECREF(value);
+    if (failed) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (cut) {
+        Py_ssize_t kept = a - c->copied;
+        if (!grow(c, kept + 1))
+            return 0;
+        memcpy(c->skel + c->skel_n, c->s + c->copied, kept);
+        c->skel_n += kept;
+        c->skel[c->skel_n++] = 1;
+        c->copied = c->p;
+    }
+    return 1;
+}
+
+/* A leaf: a tensor record (its four statistics cut) or a number argument (its value four times). */
+static int leaf(Scan *c) {
+    Py_ssize_t a, b;
+    if (!take(c, '{') || !key(c, "type") || !string(c, &a, &b, 0) || !take(c, ','))
+        return 0;
+    blank(c);
+    Py_ssize_t at = c->p;
+    if (key(c, "value")) {
+        if (!statistic(c, 0))
+            return 0;
+        PyObject *value = PyList_GET_ITEM(c->stats, PyList_GET_SIZE(c->stats) - 1);
+        for (int i = 0; i < 3; i++)
+            if (PyList_Append(c->stats, value)) {
+                PyErr_Clear();
+                return 0;
+            }
+        return take(c, '}');
+    }
+    c->p = at;
+    if (!key(c, "dtype") || !string(c, &a, &b, 0) || !take(c, ',') || !key(c, "shape") || !take(c, '['))
+        return 0;
+    if (!take(c, ']')) {
+        do {
+            int integer;
+            if (!number(c, &a, &integer) || !integer)
+                return 0;
+        } while (take(c, ','));
+        if (!take(c, ']'))
+            return 0;
+    }
+    static const char *stats[] = {"Max", "Min", "Mean", "Norm"};
+    for (int i = 0; i < 4; i++)
+        if (!take(c, ',') || !key(c, stats[i]) || !statistic(c, 1))
+            return 0;
+    if (take(c, '}'))
+        return 1;  /* no requires_grad (MindSpore's records) */
+    if (!take(c, ',') || !key(c, "requires_grad"))
+        return 0;
+    blank(c);
+    static const char *flags[] = {"true", "false", "null"};
+    for (int i = 0; i < 3; i++) {
+        Py_ssize_t len = (Py_ssize_t)strlen(flags[i]);
+        if (c->n - c->p > len && memcmp(c->s + c->p, flags[i], len) == 0) {
+            c->p += len;
+            return take(c, '}');
+        }
+    }
+    return 0;
+}
+
+/* A section's list of leaves, or its object of leaves under distinct plain keys. */
+static int section(Scan *c) {
+    if (take(c, '[')) {
+        if (take(c, ']'))
+            return 1;
+        do {
+            if (!leaf(c))
+                return 0;
+        } while (take(c, ','));
+        return take(c, ']');
+    }
+    if (!take(c, '{'))
+        return 0;
+    if (take(c, '}'))
+        return 1;
+    Py_ssize_t keys[64][2];
+    int count = 0;
+    do {
+        Py_ssize_t a, b;
+        if (count == 64 || !string(c, &a, &b, 1) || !take(c, ':'))
+            return 0;
+        for (int i = 0; i < count; i++)
+            if (keys[i][1] - keys[i][0] == b - a && memcmp(c->s + keys[i][0], c->s + a, b - a) == 0)
+                return 0;  /* a repeated key: json keeps the last value, in the first one's place */
+        keys[count][0] = a;
+        keys[count][1] = b;
+        count++;
+        if (!leaf(c))
+            return 0;
+    } while (take(c, ','));
+    return take(c, '}');
+}
+
+/* A flat entry: sections in order, each at most once. */
+static int entry(Scan *c) {
+    if (!take(c, '{'))
+        return 0;
+    if (take(c, '}'))
+        return 1;
+    int next = 0;
+    do {
+        Py_ssize_t a, b;
+        if (!string(c, &a, &b, 1) || !take(c, ':'))
+            return 0;
+        int found = -1;
+        for (int i = next; i < N_SECTIONS && found < 0; i++)
+            if ((Py_ssize_t)strlen(SECTIONS[i]) == b - a && memcmp(c->s + a, SECTIONS[i], b - a) == 0)
+                found = i;
+        if (found < 0 || !section(c))
+            return 0;
+        next = found + 1;
+    } while (take(c, ','));
+    return take(c, '}');
+}
+
+static PyObject *scan(PyObject *self, PyObject *args) {
+    PyObject *text, *known;
+    Py_ssize_t pos, base;
+    if (!PyArg_ParseTuple(args, "UnnO!", &text, &pos, &base, &PyDict_Type, &known))
+        return NULL;
+    PyObject *members = PyList_New(0);
+    if (members == NULL)
+        return NULL;
+    int closed = 0;
+    if (!PyUnicode_IS_ASCII(text))
+        return Py_BuildValue("(Nni)", members, pos, closed);
+    Scan c = {PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text), pos, NULL, 0, 0, 0, NULL};
+    while (!closed) {
+        Py_ssize_t a, b;
+        if (!string(&c, &a, &b, 1) || !take(&c, ':'))
+            break;
+        blank(&c);
+        Py_ssize_t start = c.p;
+        c.skel_n = 0;
+        c.copied = start;
+        c.stats = PyList_New(0);
+        if (c.stats == NULL)
+            goto error;
+        if (!entry(&c)) {
+            Py_CLEAR(c.stats);
+            break;
+        }
+        Py_ssize_t end = c.p;
+        if (take(&c, ',')) {
+            blank(&c);
+        } else if (take(&c, '}')) {
+            closed = 1;
+        } else {
+            Py_CLEAR(c.stats);
+            break;
+        }
+        Py_ssize_t rest = end - c.copied;
+        if (!grow(&c, rest)) {
+            Py_CLEAR(c.stats);
+            goto error;
+        }
+        memcpy(c.skel + c.skel_n, c.s + c.copied, rest);
+        PyObject *skeleton = PyBytes_FromStringAndSize(c.skel, c.skel_n + rest);
+        PyObject *stats = PyList_AsTuple(c.stats);
+        Py_CLEAR(c.stats);
+        PyObject *found = skeleton ? PyDict_GetItemWithError(known, skeleton) : NULL;
+        if (skeleton == NULL || stats == NULL || (found == NULL && PyErr_Occurred())) {
+            Py_XDECREF(skeleton);
+            Py_XDECREF(stats);
+            goto error;
+        }
+        if (found == NULL && PyList_GET_SIZE(members) > 0) {
+            Py_DECREF(skeleton);  /* an unknown skeleton comes alone: stop before it */
+            Py_DECREF(stats);
+            closed = 0;
+            break;
+        }
+        PyObject *member = Py_BuildValue("(s#nnON)", c.s + a, b - a, base + start, base + end,
+                                         found ? found : skeleton, stats);
+        Py_DECREF(skeleton);
+        if (member == NULL || PyList_Append(members, member)) {
+            Py_XDECREF(member);
+            goto error;
+        }
+        Py_DECREF(member);
+        pos = c.p;
+        if (found == NULL)
+            break;
+    }
+    PyMem_Free(c.skel);
+    return Py_BuildValue("(Nni)", members, pos, closed);
+error:
+    PyMem_Free(c.skel);
+    Py_DECREF(members);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", scan, METH_VARARGS, "scan(text, pos, base, known) -> (members, pos, closed): see the module's source"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__scan(void) { return PyModule_Create(&module); }
