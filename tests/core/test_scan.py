@@ -142,7 +142,8 @@ def test_the_scanner_takes_the_flat_members(tmp_path, monkeypatch):
 @pytest.mark.parametrize("cut", [0.3, 0.6, 0.95])
 @pytest.mark.parametrize("chunk", [61, 1 << 22])
 def test_a_broken_file_fails_as_on_the_token_path(tmp_path, monkeypatch, cut, chunk):
-    """A truncated or corrupted file yields the same members before the fault and the same error."""
+    """A truncated or corrupted file yields the same members before the fault and the same error, which
+    names the line, column and byte of the fault (also where the window was read on at the end of the file)."""
     path = tmp_path / "dump.json"
     text = write_dump(path)
     monkeypatch.setattr(jsonstream, "CHUNK", chunk)
@@ -159,6 +160,10 @@ def test_a_broken_file_fails_as_on_the_token_path(tmp_path, monkeypatch, cut, ch
                     keys.append((member.key, member.start, member.end))
             results.append((keys, str(caught.value), caught.value.offset, caught.value.truncated))
         assert results[0] == results[1]
+        error = caught.value  # its line and column are those of its byte, wherever the window began
+        assert error.offset <= len(broken)
+        assert (error.line, error.column) == (broken.count("\n", 0, error.offset) + 1,
+                                              error.offset - broken.rfind("\n", 0, error.offset))
 
 
 def test_the_switch(monkeypatch):

@@ -1,6 +1,6 @@
 /* The members of a dump.json's "data" object, read a window at a time without building their values.
  *
- * scan(text, pos, base, known) -> (members, pos, closed)
+ * scan(text, pos, base, known) -> (members, pos, state)
  *   text:   a window of the file, decoded (an ASCII str: text positions are byte positions);
  *   pos:    where the next member (or the blank before it) starts in text;
  *   base:   the byte offset of text[0] in the file;
@@ -19,10 +19,11 @@
  * the skeletons are known; a member whose skeleton is not known comes alone, as (key, start, end,
  * skeleton, statistics), for the caller to decode once and remember. start and end are the byte span of
  * the value. pos is where reading goes on (after the separator of the last member and the blank after
- * it), and closed tells that separator was the '}' closing the object. scan() stops before any member
- * it does not read this way (not flat, an escaped or unterminated key, text the window cuts, a number it
- * cannot parse): the caller reads that one by itself, then calls scan() again. It never reads past the
- * window, and returns no member whose separator it has not seen.
+ * it). state is CLOSED when that separator was the '}' closing the object, CUT when scan() stopped
+ * because the window ends within the next member (the caller reads on, then calls again), else STOPPED:
+ * scan() stops before any member it does not read this way (not flat, an escaped key, a number it cannot
+ * parse), which the caller reads by itself, then calls scan() again. It never reads past the window,
+ * and returns no member whose separator it has not seen.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -36,6 +37,8 @@ typedef struct {
     Py_ssize_t copied;   /* text up to here is in the skeleton (or cut) */
     PyObject *stats;     /* list of the member's statistics */
 } Scan;
+
+enum { STOPPED, CLOSED, CUT };
 
 static const char *SECTIONS[] = {"input_args", "input_kwargs", "input", "output", "parameters"};
 #define N_SECTIONS 5
@@ -303,14 +306,16 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     PyObject *members = PyList_New(0);
     if (members == NULL)
         return NULL;
-    int closed = 0;
+    int state = STOPPED;
     if (!PyUnicode_IS_ASCII(text))
-        return Py_BuildValue("(Nni)", members, pos, closed);
+        return Py_BuildValue("(Nni)", members, pos, state);
     Scan c = {PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text), pos, NULL, 0, 0, 0, NULL};
-    while (!closed) {
+    while (state == STOPPED) {
         Py_ssize_t a, b;
-        if (!string(&c, &a, &b, 1) || !take(&c, ':'))
+        if (!string(&c, &a, &b, 1) || !take(&c, ':')) {
+            state = c.p >= c.n ? CUT : STOPPED;
             break;
+        }
         blank(&c);
         Py_ssize_t start = c.p;
         c.skel_n = 0;
@@ -320,15 +325,17 @@ static PyObject *scan(PyObject *self, PyObject *args) {
             goto error;
         if (!entry(&c)) {
             Py_CLEAR(c.stats);
+            state = c.p >= c.n ? CUT : STOPPED;
             break;
         }
         Py_ssize_t end = c.p;
         if (take(&c, ',')) {
             blank(&c);
         } else if (take(&c, '}')) {
-            closed = 1;
+            state = CLOSED;
         } else {
             Py_CLEAR(c.stats);
+            state = c.p >= c.n ? CUT : STOPPED;
             break;
         }
         Py_ssize_t rest = end - c.copied;
@@ -349,7 +356,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         if (found == NULL && PyList_GET_SIZE(members) > 0) {
             Py_DECREF(skeleton);  /* an unknown skeleton comes alone: stop before it */
             Py_DECREF(stats);
-            closed = 0;
+            state = STOPPED;
             break;
         }
         PyObject *member = Py_BuildValue("(s#nnON)", c.s + a, b - a, base + start, base + end,
@@ -365,7 +372,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
             break;
     }
     PyMem_Free(c.skel);
-    return Py_BuildValue("(Nni)", members, pos, closed);
+    return Py_BuildValue("(Nni)", members, pos, state);
 error:
     PyMem_Free(c.skel);
     Py_DECREF(members);
@@ -373,10 +380,18 @@ error:
 }
 
 static PyMethodDef methods[] = {
-    {"scan", scan, METH_VARARGS, "scan(text, pos, base, known) -> (members, pos, closed): see the module's source"},
+    {"scan", scan, METH_VARARGS, "scan(text, pos, base, known) -> (members, pos, state): see the module's source"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__scan(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__scan(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && (PyModule_AddIntConstant(m, "STOPPED", STOPPED) || PyModule_AddIntConstant(m, "CLOSED", CLOSED)
+                      || PyModule_AddIntConstant(m, "CUT", CUT))) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

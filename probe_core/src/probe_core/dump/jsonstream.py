@@ -68,6 +68,7 @@ class _Cursor:
         self.pos = 0
         self.base = 0  # byte offset of text[0]
         self.lines = 0  # newlines before text[0]
+        self.line_start = 0  # byte offset of the line text[0] is on
         self.eof = False
         self.ascii = True
         self._mark = (0, 0)
@@ -79,6 +80,9 @@ class _Cursor:
         if self.eof:
             return False
         consumed = self.text[: self.pos]
+        newline = consumed.rfind("\n")
+        if newline >= 0:
+            self.line_start = self.byte_at(newline + 1)
         self.base += len(consumed.encode("utf-8")) if not consumed.isascii() else len(consumed)
         self.lines += consumed.count("\n")
         raw = self.handle.read(CHUNK)
@@ -121,7 +125,8 @@ class _Cursor:
         if self.bad is not None and (truncated or pos >= len(self.text)):
             return self.bad  # the text ran out where the invalid bytes begin
         line = self.lines + self.text.count("\n", 0, pos) + 1
-        column = pos - self.text.rfind("\n", 0, pos)
+        newline = self.text.rfind("\n", 0, pos)
+        column = pos - newline if newline >= 0 else self.byte_at(pos) - self.line_start + 1  # the line began earlier
         return JsonStreamError(message, line, column, self.byte_at(pos), truncated or (self.eof and pos >= len(self.text)))
 
     def peek(self) -> str:
@@ -154,9 +159,11 @@ class _Cursor:
                 value, end = _decoder.raw_decode(self.text, self.pos)
             except json.JSONDecodeError as exc:
                 near_end = exc.pos >= len(self.text) - 16 or exc.msg.startswith("Unterminated")  # a token cut by the chunk
+                start = self.pos
                 if near_end and self.fill():
                     continue
-                raise self.error(exc.msg, exc.pos, truncated=near_end and self.eof) from None
+                # fill() moves the window to start at the value even at the end of the file
+                raise self.error(exc.msg, exc.pos - start + self.pos, truncated=near_end and self.eof) from None
             except RecursionError:
                 raise self.error(f"a value nested deeper than Python can decode (over "
                                  f"{sys.getrecursionlimit()} levels of [ and {{)") from None
@@ -225,7 +232,9 @@ def _members(cur: _Cursor, known: dict[bytes, Any] | None) -> Iterator[Member]:
     ends: _MemberEnds | None = None  # found from the first key on its own line
     while True:
         if known is not None and cur.ascii:
-            members, pos, closed = _scan.scan(cur.text, cur.pos, cur.base, known)
+            members, pos, state = _scan.scan(cur.text, cur.pos, cur.base, known)
+            if not members and state == _scan.CUT and cur.fill():
+                continue
             if members and members[0][3].__class__ is bytes:  # a skeleton met for the first time: decode it
                 key, start, end, skeleton, stats = members[0]
                 value = _decoded(cur.text[start - cur.base:end - cur.base])
@@ -235,7 +244,7 @@ def _members(cur: _Cursor, known: dict[bytes, Any] | None) -> Iterator[Member]:
             if members:
                 cur.pos = pos
                 yield from members
-                if closed:
+                if state == _scan.CLOSED:
                     return
                 continue
         found = _KEY.match(cur.text, cur.pos)  # the common case in one regex call: a plain key within the window
