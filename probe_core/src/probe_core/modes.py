@@ -134,7 +134,8 @@ class DataMode:
         """The column form of many compared rows (target leaf, bench leaf), one per side, for the columnar
         compare (:mod:`probe_core.compare.columnar`), which hands it to :meth:`discrepancy_columns` and to
         the comparators' ``compare_columns``; ``None`` (the default): the mode has no such form, and its
-        rows take the row path."""
+        rows take the row path. ``rows`` is a :class:`~probe_core.compare.columnar.LeafPairs`: it also
+        holds each side's statistics as one flat list, and each row's number of elements."""
         return None
 
     def discrepancy_columns(self, target: Any, bench: Any) -> Sequence[float] | None:

@@ -77,9 +77,14 @@ class StatColumns:
 
     @classmethod
     def of(cls, rows: Sequence[tuple[Any, Any]]) -> tuple[StatColumns, StatColumns]:
-        """(target, bench) columns of rows whose statistics are all numbers."""
+        """(target, bench) columns of rows whose statistics are all numbers (from the columns of a
+        :class:`~probe_core.compare.columnar.LeafPairs`, else row by row)."""
         import numpy as np
 
+        if hasattr(rows, "target_stats"):
+            count = np.array(rows.counts, dtype=np.float64)
+            return (cls(np.array(rows.target_stats, dtype=np.float64).reshape(-1, 4), count),
+                    cls(np.array(rows.bench_stats, dtype=np.float64).reshape(-1, 4), count))
         count = np.array([_count(bench.shape) for _, bench in rows], dtype=np.float64)
         return (cls(np.array([npu.stats for npu, _ in rows], dtype=np.float64), count),
                 cls(np.array([bench.stats for _, bench in rows], dtype=np.float64), count))

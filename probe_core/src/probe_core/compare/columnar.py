@@ -24,6 +24,7 @@ dump). The core holds no arrays itself: the columns are the mode's (the statisti
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from itertools import chain
 from dataclasses import dataclass
 from typing import Any
 
@@ -222,39 +223,149 @@ def _leaf(node: dict, leaf_type: str, suffix: str, role: str, descs: list, stats
 
 
 @dataclass(slots=True)
-class Plain:
-    """A plain entry the columnar path compared: its leaf pairs, each row's metric values (in ``names``
-    order, the comparators' columns), each row's discrepancy, its signature's :class:`RowLayout` and both
-    sides' statistics as the compact forms hold them (four numbers per leaf: ``stats[0]`` the target's).
-    ``probe compare`` renders its rows from these directly, ``probe graph`` shows its metrics; every row
-    passes."""
+class Rows:
+    """What the rows of every plain entry with one signature share: the judge's :class:`RowLayout`, each row's
+    name suffix, dtype, shape, requires_grad and number of elements. ``text`` is the renderer's to keep its
+    CSV cells for these rows in."""
 
+    signature: tuple
     layout: RowLayout
-    leaves: list[tuple[TensorMeta, TensorMeta]]
-    metrics: list[tuple]
-    errs: list[float]
+    suffixes: tuple[str, ...]
+    dtypes: tuple[str, ...]
+    shapes: tuple[tuple[int, ...], ...]
+    grads: tuple[bool | None, ...]
+    counts: tuple[int, ...]
+    text: Any = None
+
+    @classmethod
+    def of(cls, signature: tuple, pairs: Sequence[tuple[TensorMeta, TensorMeta]]) -> Rows:
+        counts = []
+        for desc in signature:
+            count = 1
+            for size in desc[4]:
+                count *= size
+            counts.append(count)
+        return cls(signature, RowLayout.of(pairs), tuple(d[0] for d in signature), tuple(d[3] for d in signature),
+                   tuple(d[4] for d in signature), tuple(d[5] for d in signature), tuple(counts))
+
+
+@dataclass(slots=True)
+class Chunk:
+    """The values the columnar path computed for the rows of a chunk's plain entries, in their order: each
+    comparator column (``names``) and each row's discrepancy."""
+
     names: tuple[str, ...]
+    columns: dict[str, Sequence[Any]]
+    errs: Sequence[float]
+
+
+@dataclass(slots=True)
+class Plain:
+    """A plain entry the columnar path compared (every row passes): its :class:`Rows`, both entry names, both
+    sides' statistics as the compact forms hold them (four numbers per leaf: ``stats[0]`` the target's), and
+    where its rows are among its chunk's (``start``). ``probe compare`` renders its rows from these directly,
+    ``probe graph`` shows its metrics."""
+
+    rows: Rows
+    name: str
+    bench_name: str
     stats: tuple[tuple, tuple]
+    chunk: Chunk
+    start: int
+
+    @property
+    def layout(self) -> RowLayout:
+        return self.rows.layout
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The comparators' columns, in the order of each row of :attr:`metrics`."""
+        return self.chunk.names
+
+    @property
+    def count(self) -> int:
+        return len(self.rows.suffixes)
+
+    @property
+    def errs(self) -> Sequence[float]:
+        return self.chunk.errs[self.start:self.start + self.count]
+
+    @property
+    def metrics(self) -> list[tuple]:
+        """Each row's metric values (in :attr:`names` order)."""
+        end = self.start + self.count
+        return list(zip(*(self.chunk.columns[name][self.start:end] for name in self.names))) if self.names \
+            else [()] * self.count
+
+    @property
+    def leaves(self) -> list[tuple[TensorMeta, TensorMeta]]:
+        """Each row's (target leaf, bench leaf)."""
+        signature = self.rows.signature
+        return list(zip(_leaves(self.name, (signature, self.stats[0])), _leaves(self.bench_name, (signature, self.stats[1]))))
+
+    def stats_key(self, pos: int) -> tuple:
+        """Row ``pos``'s target shape, dtype and statistics (the judge's key of a tensor)."""
+        rows, at = self.rows, 4 * pos
+        return (rows.shapes[pos], rows.dtypes[pos], *self.stats[0][at:at + 4])
+
+    @property
+    def pairs(self) -> _Pairs:
+        """:attr:`leaves`, each pair built when it is read (the judge reads a few)."""
+        return _Pairs(self)
 
 
-_Found = tuple[RowLayout, list[tuple[TensorMeta, TensorMeta]], tuple[tuple, tuple]]  # what _leaf_pairs finds
+class _Pairs:
+    __slots__ = ("plain",)
+
+    def __init__(self, plain: Plain) -> None:
+        self.plain = plain
+
+    def __getitem__(self, pos: int) -> tuple[TensorMeta, TensorMeta]:
+        plain = self.plain
+        desc = plain.rows.signature[pos]
+        return (_leaf_of(plain.name, desc, plain.stats[0], pos), _leaf_of(plain.bench_name, desc, plain.stats[1], pos))
+
+
+class LeafPairs(Sequence):
+    """The rows of a chunk's plain entries, as :meth:`DataMode.columns` receives them: a sequence of (target
+    leaf, bench leaf), built when first read, and as columns: ``target_stats`` and ``bench_stats`` (four
+    numbers per row, flat: Max, Min, Mean, Norm) and ``counts`` (each row's number of elements)."""
+
+    def __init__(self, taken: Sequence[Plain]) -> None:
+        self._taken = taken
+        self._pairs: list[tuple[TensorMeta, TensorMeta]] | None = None
+        self.target_stats = list(chain.from_iterable(plain.stats[0] for plain in taken))
+        self.bench_stats = list(chain.from_iterable(plain.stats[1] for plain in taken))
+        self.counts = list(chain.from_iterable(plain.rows.counts for plain in taken))
+
+    def __len__(self) -> int:
+        return len(self.counts)
+
+    def __getitem__(self, index: Any) -> Any:
+        if self._pairs is None:
+            self._pairs = [pair for plain in self._taken for pair in plain.leaves]
+        return self._pairs[index]
+
+
+def _leaf_of(name: str, desc: tuple, stats: tuple, i: int) -> TensorMeta:
+    """Leaf ``i`` of a compact form (``desc``: its signature's item ``i``) as :meth:`DumpEntry.leaves` gives it."""
+    suffix, role, leaf_type, dtype, shape, grad, argument = desc
+    at = 4 * i
+    if argument is None:
+        return tuple.__new__(TensorMeta, (name + suffix, role, leaf_type, dtype, shape, *stats[at:at + 4], grad, None,
+                                          None, None, True, None))
+    value = stats[at]
+    return tuple.__new__(TensorMeta, (name + suffix, role, leaf_type, dtype, shape, value, value, value, value, grad,
+                                      None, None, value, False, None))
 
 
 def _leaves(name: str, form: Form) -> list[TensorMeta]:
     """The :class:`TensorMeta` leaves of a compact form (as :meth:`DumpEntry.leaves` gives them)."""
     signature, stats = form
-    out = []
-    make = tuple.__new__  # TensorMeta's own __new__ is a Python call per leaf
-    for i, (suffix, role, leaf_type, dtype, shape, grad, argument) in enumerate(signature):
-        at = 4 * i
-        if argument is None:
-            out.append(make(TensorMeta, (name + suffix, role, leaf_type, dtype, shape, *stats[at:at + 4], grad, None,
-                                         None, None, True, None)))
-        else:
-            value = stats[at]
-            out.append(make(TensorMeta, (name + suffix, role, leaf_type, dtype, shape, value, value, value, value,
-                                         grad, None, None, value, False, None)))
-    return out
+    return [_leaf_of(name, desc, stats, i) for i, desc in enumerate(signature)]
+
+
+_Found = tuple[Rows, str, str, tuple[tuple, tuple]]  # what _match finds of a plain entry
 
 
 class ColumnarCompare:
@@ -268,7 +379,7 @@ class ColumnarCompare:
                        and type(mode).columns is not DataMode.columns)
         self.forms = Forms()
         self.bench_forms: list[Form | None] = []
-        self.layouts: dict[int, RowLayout] = {}  # id(signature) -> its layout (Forms keeps the signatures)
+        self.rows: dict[int, Rows] = {}  # id(signature) -> its rows (Forms keeps the signatures)
 
     def index(self, bench: RankDump) -> list[EntryRef]:
         """The bench's index; when the path is active, with each entry's compact form from the same pass."""
@@ -290,7 +401,7 @@ class ColumnarCompare:
         found = []
         for npu, ref in pairs:
             theirs = self.bench_forms[ref.index] if npu is not None and ref is not None else None
-            found.append(self._leaf_pairs(npu, ref.name, theirs) if theirs is not None else None)  # type: ignore
+            found.append(self._match(npu, ref.name, theirs) if theirs is not None else None)  # type: ignore
         return self._plain(found)
 
     def compare_entries(self, pairs: Sequence[tuple[DumpEntry, DumpEntry]]) -> list[Plain | None]:
@@ -300,45 +411,42 @@ class ColumnarCompare:
         found = []
         for npu, bench in pairs:
             theirs = self.forms(bench.name, bench.data, bench.flat)
-            found.append(self._leaf_pairs(npu, bench.name, theirs) if theirs is not None else None)
+            found.append(self._match(npu, bench.name, theirs) if theirs is not None else None)
         return self._plain(found)
 
-    def _leaf_pairs(self, npu: DumpEntry, bench_name: str, theirs: Form) -> _Found | None:
-        """The layout, leaf pairs and statistics of a plain entry (``theirs``: its bench's form), ``None`` when
-        it is not plain."""
+    def _match(self, npu: DumpEntry, bench_name: str, theirs: Form) -> _Found | None:
+        """The rows and statistics of a plain entry (``theirs``: its bench's form), ``None`` when it is not
+        plain."""
         ours = self.forms(npu.name, npu.data, npu.flat)
-        if ours is None or ours[0] is not theirs[0] or id(ours[0]) not in self.forms.plain \
-                or _is_redundant(api_op(npu.name)):
+        signature = ours[0] if ours is not None else None
+        if signature is not theirs[0] or id(signature) not in self.forms.plain or _is_redundant(api_op(npu.name)):
             return None
-        pairs = list(zip(_leaves(npu.name, ours), _leaves(bench_name, theirs)))
-        layout = self.layouts.get(id(ours[0]))
-        if layout is None:
-            layout = self.layouts[id(ours[0])] = RowLayout.of(pairs)
-        return layout, pairs, (ours[1], theirs[1])
+        rows = self.rows.get(id(signature))
+        if rows is None:
+            pairs = list(zip(_leaves(npu.name, ours), _leaves(bench_name, theirs)))  # type: ignore[arg-type]
+            rows = self.rows[id(signature)] = Rows.of(signature, pairs)
+        return rows, npu.name, bench_name, (ours[1], theirs[1])  # type: ignore[index]
 
-    def _plain(self, leaves: list[_Found | None]) -> list[Plain | None]:
-        rows = [pair for found in leaves if found is not None for pair in found[1]]
-        if not rows:
-            return [None] * len(leaves)
-        computed = self._columns(rows)
-        if computed is None:
-            return [None] * len(leaves)
-        columns, errs = computed
-        names = tuple(columns)
-        values = list(zip(*(columns[name] for name in names))) if names else [()] * len(rows)
+    def _plain(self, found: list[_Found | None]) -> list[Plain | None]:
+        if not any(found):
+            return [None] * len(found)
+        chunk = Chunk((), {}, [])
         out: list[Plain | None] = []
         at = 0
-        for found in leaves:
-            if found is None:
+        for one in found:
+            if one is None:
                 out.append(None)
                 continue
-            layout, pairs, stats = found
-            end = at + len(pairs)
-            out.append(Plain(layout, pairs, values[at:end], errs[at:end], names, stats))
-            at = end
+            out.append(Plain(*one, chunk, at))
+            at += len(one[0].suffixes)
+        computed = self._columns(LeafPairs([plain for plain in out if plain is not None]))
+        if computed is None:
+            return [None] * len(found)
+        chunk.columns, chunk.errs = computed
+        chunk.names = tuple(chunk.columns)
         return out
 
-    def _columns(self, rows: list[tuple[TensorMeta, TensorMeta]]) -> tuple[dict[str, Sequence[Any]], list[float]] | None:
+    def _columns(self, rows: LeafPairs) -> tuple[dict[str, Sequence[Any]], list[float]] | None:
         sides = self.mode.columns(rows)
         if sides is None:
             return None

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from probe_core.compare import output
-from probe_core.compare.columnar import ColumnarCompare, Plain
+from probe_core.compare.columnar import ColumnarCompare, Plain, Rows
 from probe_core.compare.comparator import LeafPair, LoadedComparator, known_modes, load_comparators
 from probe_core.compare.mapping import (NameMap, builtin_map, consistent_check_map, load_api_mapping,
                                        load_cell_mapping, load_data_mapping, load_mapping)
@@ -253,73 +253,97 @@ def render_plains(entries: Sequence[tuple[DumpEntry, Plain]], columns: Sequence[
     """:func:`render_rows` of entries the columnar path compared (every row passes; both sides of a row have
     the same dtype, shape and requires_grad; every statistic is a number), built a column at a time over all
     their rows. Per entry: its rows as the CSV holds them (``text``: what :func:`output.csv_texts` makes of
-    them; numbers formatted a column at once by :func:`float_texts`, and only names, dtypes, shapes and stacks
-    can need quoting), or as value lists (for the XLSX)."""
+    them; numbers formatted a column at once by :func:`float_texts`, the cells from dtype to requires_grad
+    kept per signature), or as value lists (for the XLSX)."""
     if not entries:
         return []
     metric_cols, has_stats, has_data_name, extra_cols = _layout(tuple(columns))
     na = output.NA
-    leaves = [pair for _, plain in entries for pair in plain.leaves]
-    metrics = [values for _, plain in entries for values in plain.metrics]
-    count = len(leaves)
+    plains = [plain for _, plain in entries]
+    count = sum(plain.count for plain in plains)
+    names = ([plain.name + suffix for plain in plains for suffix in plain.rows.suffixes],
+             [plain.bench_name + suffix for plain in plains for suffix in plain.rows.suffixes])
     if text:
-        names = _csv_fields([a.name for a, _ in leaves]), _csv_fields([b.name for _, b in leaves])
-        dtypes = [_text_field(a.dtype) for a, _ in leaves]
-        shapes = [_shape_field(a.shape) for a, _ in leaves]
-        grads = [na if a.requires_grad is None else str(a.requires_grad) for a, _ in leaves]
+        cells: list[Any] = [*map(_csv_fields, names), [cell for plain in plains for cell in _kept_cells(plain.rows)]]
     else:
-        names = [a.name for a, _ in leaves], [b.name for _, b in leaves]
-        dtypes = [a.dtype for a, _ in leaves]
-        shapes = [_shape_text(a.shape) for a, _ in leaves]
-        grads = [na if a.requires_grad is None else a.requires_grad for a, _ in leaves]
-    cells = [*names, dtypes, dtypes, shapes, shapes, grads, grads]
-    at = {name: i for i, name in enumerate(entries[0][1].names)}  # one compare: every Plain has the same names
+        dtypes = [dtype for plain in plains for dtype in plain.rows.dtypes]
+        shapes = [_shape_text(shape) for plain in plains for shape in plain.rows.shapes]
+        grads = [na if grad is None else grad for plain in plains for grad in plain.rows.grads]
+        cells = [*names, dtypes, dtypes, shapes, shapes, grads, grads]
     for col in metric_cols:
-        cells.append(_metric_cells(metrics, at.get(col, -1), col in percent, True, text, count))
+        cells.append(_metric_cells(_plain_column(plains, col, count), col in percent, True, text, count))
     if has_stats:
         for side in (0, 1):
-            stats = [value for _, plain in entries for value in plain.stats[side]]
+            stats = [value for plain in plains for value in plain.stats[side]]
             if text:
                 stats = float_texts(stats)
             cells += [stats[k::4] for k in range(4)]
-    consistent = "True" if text else True
     stacks: list[Any] = []
     for npu, plain in entries:
         stack = str(list(npu.stack)) if npu.stack else na
         stacks.append(output.csv_field(stack) if text else stack)
-        stacks += [na] * (len(plain.leaves) - 1)
-    cells += [[na if grad is na else consistent for grad in grads], [PASS] * count, [na] * count, stacks]
+        stacks += [na] * (plain.count - 1)
+    if text:
+        cells += [[cell for plain in plains for cell in _kept_cells(plain.rows, True)], stacks]
+    else:
+        cells += [[na if grad is na else True for grad in grads], [PASS] * count, [na] * count, stacks]
     if has_data_name:
         data_name = str(["-1", "-1"])
         cells.append([output.csv_field(data_name) if text else data_name] * count)
     for col in extra_cols:
-        cells.append(_metric_cells(metrics, at.get(col, -1), col in percent, False, text, count))
+        cells.append(_metric_cells(_plain_column(plains, col, count), col in percent, False, text, count))
     out, end = [], 0
     if text:
         lines = list(map(",".join, zip(*cells)))
-        for _, plain in entries:
-            start, end = end, end + len(plain.leaves)
+        for plain in plains:
+            start, end = end, end + plain.count
             out.append("\r\n".join(lines[start:end]) + "\r\n")
     else:
         rows = list(map(list, zip(*cells)))
-        for _, plain in entries:
-            start, end = end, end + len(plain.leaves)
+        for plain in plains:
+            start, end = end, end + plain.count
             out.append(rows[start:end])
     return out
 
 
-def _metric_cells(metrics: list[tuple], at: int, is_percent: bool, zero_percent: bool, text: bool,
+def _kept_cells(rows: Rows, tail: bool = False) -> tuple[str, ...]:
+    """CSV text of each row of a signature: the cells from NPU Dtype to Bench Requires_grad, or (``tail``)
+    those from Requires_grad Consistent to Err_message (a plain row passes), kept with the rows."""
+    if rows.text is None:
+        na = output.NA
+        middle, end = [], []
+        for dtype, shape, grad in zip(rows.dtypes, rows.shapes, rows.grads):
+            dtype_cell, shape_cell = _text_field(dtype), _shape_field(shape)
+            grad_cell = na if grad is None else str(grad)
+            middle.append(",".join((dtype_cell, dtype_cell, shape_cell, shape_cell, grad_cell, grad_cell)))
+            end.append(",".join((na if grad is None else "True", PASS, na)))
+        rows.text = (tuple(middle), tuple(end))
+    return rows.text[tail]
+
+
+def _plain_column(plains: Sequence[Plain], col: str, count: int) -> Sequence[Any] | None:
+    """Metric column ``col`` of the rows of ``plains`` (``None`` when no comparator gives it): their chunk's
+    column itself when they are all of its rows, in order."""
+    chunk = plains[0].chunk
+    if col not in chunk.names:
+        return None
+    column = chunk.columns[col]
+    if len(column) == count and all(plain.chunk is chunk for plain in plains):
+        return column
+    return [value for plain in plains for value in plain.chunk.columns[col][plain.start:plain.start + plain.count]]
+
+
+def _metric_cells(values: Sequence[Any] | None, is_percent: bool, zero_percent: bool, text: bool,
                   count: int) -> list[Any]:
-    """One metric column's cells (``at``: its place in each row's metric values, -1 when absent); a percent
-    column shows a float as ``12.5%`` (``0%`` for zero when ``zero_percent``)."""
+    """One metric column's cells (``None``: no comparator gives it); a percent column shows a float as
+    ``12.5%`` (``0%`` for zero when ``zero_percent``)."""
     na = output.NA
-    if at < 0:
+    if values is None:
         return [na] * count
-    values = [row[at] for row in metrics]
     if set(map(type, values)) == {float}:  # the common case: a column of floats
         if is_percent:
             return [("0%" if zero_percent and value == 0.0 else f"{value * 100}%") for value in values]
-        return float_texts(values) if text else values
+        return float_texts(list(values)) if text else list(values)
     fmt, cells = output.format_value, []
     for value in values:
         if value is None:
@@ -362,8 +386,7 @@ def _finish(npu: DumpEntry | None, bench: DumpEntry | EntryRef | None, plain: Pl
     ``plain``: the columnar path's rows of the pair (``bench`` then its ref), which :func:`_finish_chunk`
     renders with the chunk's other plain entries."""
     if plain is not None:  # a plain entry: npu and bench are both there
-        facts = plain_facts(npu.name, npu.index, npu.parent, bench.name, plain.layout, plain.leaves,  # type: ignore
-                            plain.errs, _WORKER["mode"])
+        facts = plain_facts(npu.index, npu.parent, plain, _WORKER["mode"])  # type: ignore[union-attr]
         return EntryOutcome(npu.name, npu.index, PASS, [], _light(npu), None, facts)  # type: ignore[union-attr]
     outcome = compare_entry(npu, bench, _WORKER["mode"], _WORKER["comparators"], _WORKER["lenient"],  # type: ignore[arg-type]
                             _WORKER["name_map"], _WORKER["postprocess"], _WORKER["rules"])
@@ -390,7 +413,7 @@ def _finish_chunk(pairs: Sequence[tuple[DumpEntry | None, EntryRef | None]]) -> 
         if plain is None:
             continue
         if text:
-            outcome.text, outcome.results = next(rendered), (PASS,) * len(plain.leaves)
+            outcome.text, outcome.results = next(rendered), (PASS,) * plain.count
         else:
             outcome.rendered = next(rendered)
     return _spoolable(outcomes)

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -61,6 +61,7 @@ from typing import TYPE_CHECKING, Any
 from probe_core.compare.rules import ERROR, PASS, RowResult, normalize_dtype
 
 if TYPE_CHECKING:  # pragma: no cover
+    from probe_core.compare.columnar import Plain
     from probe_core.dump.leaves import TensorMeta
     from probe_core.modes import DataMode
 
@@ -170,13 +171,11 @@ def entry_facts(name: str, index: int, parent: str | None, result: str, rows: Se
     return facts
 
 
-def plain_facts(name: str, index: int, parent: str | None, bench_name: str, layout: RowLayout,
-                pairs: Sequence[tuple[TensorMeta, TensorMeta]], errs: Sequence[float | None],
-                mode: DataMode) -> EntryFacts:
-    """:func:`entry_facts` of an entry whose rows all pass, from its layout, leaf pairs and each row's
-    discrepancy (the columnar compare computed them, and keeps one layout per signature)."""
-    facts = EntryFacts(index, name, parent, _kind(name), PASS, bench_name=bench_name)
-    _measure(facts, layout, pairs, errs, mode)
+def plain_facts(index: int, parent: str | None, plain: Plain, mode: DataMode) -> EntryFacts:
+    """:func:`entry_facts` of an entry whose rows all pass, from what the columnar compare found of it (its
+    layout, each row's discrepancy, its statistics; the leaf pairs the judge quotes are built when read)."""
+    facts = EntryFacts(index, plain.name, parent, _kind(plain.name), PASS, bench_name=plain.bench_name)
+    _measure(facts, plain.layout, plain.pairs, plain.errs, mode, plain.stats_key)
     return facts
 
 
@@ -214,8 +213,13 @@ class _DtypeNotes:
 
 
 def _measure(facts: EntryFacts, layout: RowLayout, pairs: Sequence[tuple[TensorMeta | None, TensorMeta | None]],
-             errs: Sequence[float | None], mode: DataMode) -> None:
-    """How far apart the entry's inputs, parameters and outputs are (``errs``: each row's discrepancy)."""
+             errs: Sequence[float | None], mode: DataMode, stats_key: Callable[[int], tuple] | None = None) -> None:
+    """How far apart the entry's inputs, parameters and outputs are (``errs``: each row's discrepancy;
+    ``stats_key``: a tensor row's :func:`_stats_key` without its leaves, when the caller has it)."""
+    if stats_key is None:
+        def stats_key(pos: int) -> tuple | None:
+            return _stats_key(pairs[pos][0])
+
     facts.target_dtype, facts.lowered, facts.lowered_u = layout.target_dtype, layout.lowered, layout.lowered_u
     worst_in = worst_out = -1.0
     at_in = at_out = -1
@@ -230,7 +234,7 @@ def _measure(facts: EntryFacts, layout: RowLayout, pairs: Sequence[tuple[TensorM
             facts.outputs.append((pos, err))
             if unit > facts.roundoff:
                 facts.roundoff = unit
-            outs.append(_stats_key(pairs[pos][0]))
+            outs.append(stats_key(pos))
             if err > worst_out:
                 worst_out, at_out = err, pos
         elif code >= 0:
@@ -240,7 +244,7 @@ def _measure(facts: EntryFacts, layout: RowLayout, pairs: Sequence[tuple[TensorM
             else:
                 facts.in_err = max(facts.in_err, err)
                 if err > 0:  # only a differing input can have been changed in place
-                    ins.append((err, _stats_key(pairs[pos][0])))
+                    ins.append((err, stats_key(pos)))
             if err > worst_in:
                 worst_in, at_in = err, pos
     if at_in >= 0:

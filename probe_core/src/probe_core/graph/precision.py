@@ -114,8 +114,7 @@ def _score(node: Node, mode: DataMode | None, comparators: Sequence[LoadedCompar
     if pair is not None:
         npu, bench = pair
         if plain is not None:  # compared on the columnar path: every row passes, with no message
-            facts.append(plain_facts(npu.name, npu.index, npu.parent, bench.name, plain.layout, plain.leaves,
-                                     plain.errs, mode))  # type: ignore[arg-type]
+            facts.append(plain_facts(npu.index, npu.parent, plain, mode))  # type: ignore[arg-type]
         else:
             outcome = compare_entry(npu, bench, mode, comparators, lenient=True, rules=rules)  # type: ignore[arg-type]
             verdict = outcome.result
