@@ -227,6 +227,39 @@ def test_the_flat_reader_gives_the_forms_of_the_full_walk():
     assert forms.by_key, "the flat reader read no entry"
 
 
+def test_plain_facts_say_what_the_row_path_says(tmp_path):
+    """The judge's facts of an entry the columnar path compared equal the row path's; its worst input and
+    output, made when first shown, read as the row path's texts, and a pickled one is that text."""
+    import pickle
+
+    from probe_core.compare.comparator import load_comparators
+    from probe_core.compare.engine import compare_entry, detect_mode
+    from probe_core.compare.judge import Reason, plain_facts
+    from probe_core.dump.reader import RankDump
+
+    registry = load_registry()
+    checked = 0
+    for dump in DUMPS:
+        target, bench = _mutated_pair(tmp_path / dump.relative_to(FIXTURES).parts[0], dump)
+        ours, theirs = RankDump(target / "dump.json"), RankDump(bench / "dump.json")
+        mode = detect_mode(ours, theirs, registry)
+        comparators = load_comparators(registry, mode.name)
+        columnar = ColumnarCompare(mode, comparators, "noise")
+        by_name = {entry.name: entry for entry in theirs.entries()}
+        pairs = [(entry, by_name[entry.name]) for entry in ours.entries() if entry.name in by_name]
+        for (npu, other), plain in zip(pairs, columnar.compare_entries(pairs)):
+            if plain is None:
+                continue
+            lazy = plain_facts(npu.index, npu.parent, plain, mode)
+            eager = compare_entry(npu, other, mode, comparators).facts
+            reasons = [lazy.worst_input, lazy.worst_output]
+            assert all(type(r) is Reason for r in reasons if r), reasons
+            assert [f"{r}" for r in reasons] == [eager.worst_input, eager.worst_output]
+            assert pickle.loads(pickle.dumps(lazy)) == eager
+            checked += 1
+    assert checked > 20, checked
+
+
 def test_rows_spooled_as_text_give_the_csv_of_rows_spooled_as_values(tmp_path, monkeypatch):
     """With the CSV alone, rows wait for the job's verdicts as CSV text (an entry a verdict changes is
     parsed back, marked and written again); with --xlsx they wait as values. Both CSVs are the same."""

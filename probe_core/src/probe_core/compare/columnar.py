@@ -309,21 +309,23 @@ class Plain:
         return (rows.shapes[pos], rows.dtypes[pos], *self.stats[0][at:at + 4])
 
     @property
-    def pairs(self) -> _Pairs:
-        """:attr:`leaves`, each pair built when it is read (the judge reads a few)."""
-        return _Pairs(self)
+    def pairs(self) -> LazyPairs:
+        """:attr:`leaves`, each pair built when it is read (the judge reads a few, and may keep them to read
+        later: they hold the entry's names, signature and statistics, not its chunk)."""
+        return LazyPairs(self.name, self.bench_name, self.rows.signature, self.stats)
 
 
-class _Pairs:
-    __slots__ = ("plain",)
+class LazyPairs:
+    """The (target leaf, bench leaf) pairs of a compact form's rows, each built when read."""
 
-    def __init__(self, plain: Plain) -> None:
-        self.plain = plain
+    __slots__ = ("name", "bench_name", "signature", "stats")
+
+    def __init__(self, name: str, bench_name: str, signature: tuple, stats: tuple[tuple, tuple]) -> None:
+        self.name, self.bench_name, self.signature, self.stats = name, bench_name, signature, stats
 
     def __getitem__(self, pos: int) -> tuple[TensorMeta, TensorMeta]:
-        plain = self.plain
-        desc = plain.rows.signature[pos]
-        return (_leaf_of(plain.name, desc, plain.stats[0], pos), _leaf_of(plain.bench_name, desc, plain.stats[1], pos))
+        desc = self.signature[pos]
+        return _leaf_of(self.name, desc, self.stats[0], pos), _leaf_of(self.bench_name, desc, self.stats[1], pos)
 
 
 class LeafPairs(Sequence):

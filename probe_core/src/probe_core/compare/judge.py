@@ -110,8 +110,8 @@ class EntryFacts:
     out_err: float = 0.0
     roundoff: float = 0.0          # the coarser output dtype of the two sides
     outputs: list[tuple[int, float]] = field(default_factory=list)  # (row position, discrepancy) of outputs
-    worst_input: str = ""          # "input.1: Norm 2.1 vs 2.0"
-    worst_output: str = ""
+    worst_input: str | Reason = ""  # "input.1: Norm 2.1 vs 2.0" (a Reason: the text, made when first shown)
+    worst_output: str | Reason = ""
     side: str | None = None        # for an unmatched entry: "target" or "bench"
     bench_name: str | None = None
     message: str = ""              # the first error message of the rules, if any
@@ -168,12 +168,14 @@ def entry_facts(name: str, index: int, parent: str | None, result: str, rows: Se
     for pos, _, _ in layout.tensors:
         errs[pos] = mode.discrepancy(rows[pos])
     _measure(facts, layout, pairs, errs, mode)
+    facts.worst_input, facts.worst_output = str(facts.worst_input), str(facts.worst_output)  # the rows go
     return facts
 
 
 def plain_facts(index: int, parent: str | None, plain: Plain, mode: DataMode) -> EntryFacts:
     """:func:`entry_facts` of an entry whose rows all pass, from what the columnar compare found of it (its
-    layout, each row's discrepancy, its statistics; the leaf pairs the judge quotes are built when read)."""
+    layout, each row's discrepancy, its statistics). Its worst input and output are :class:`Reason` s: the
+    judge shows a few (the entries it names), and their leaves are built then."""
     facts = EntryFacts(index, plain.name, parent, _kind(plain.name), PASS, bench_name=plain.bench_name)
     _measure(facts, plain.layout, plain.pairs, plain.errs, mode, plain.stats_key)
     return facts
@@ -248,9 +250,9 @@ def _measure(facts: EntryFacts, layout: RowLayout, pairs: Sequence[tuple[TensorM
             if err > worst_in:
                 worst_in, at_in = err, pos
     if at_in >= 0:
-        facts.worst_input = _why(facts.name, pairs[at_in], mode, worst_in)
+        facts.worst_input = Reason(facts.name, pairs, at_in, mode, worst_in)
     if at_out >= 0:
-        facts.worst_output = _why(facts.name, pairs[at_out], mode, worst_out)
+        facts.worst_output = Reason(facts.name, pairs, at_out, mode, worst_out)
     facts.stats_out = tuple(outs)
     facts.stats_in = tuple(key for _, key in sorted(ins, key=lambda item: -item[0]))
 
@@ -264,15 +266,34 @@ def _note_dtypes(facts: Any, target: Any, bench: Any, output: bool) -> None:
         facts.lowered_u, facts.lowered = u_target, f"{normalize_dtype(target)} vs {normalize_dtype(bench)}"
 
 
-def _why(entry: str, pair: tuple[Any, Any], mode: DataMode, err: float) -> str:
+class Reason:
     """``input.1: Norm 2.1 vs 2.0``: a row's leaf name within its entry, and why its sides differ (``err``: the
-    row's discrepancy, shown when the mode's own test finds no difference)."""
-    npu, bench = pair
-    short = npu.name[len(entry) + 1:] if npu.name.startswith(entry) else ""
-    reason = mode.differs(RowResult(npu, bench))
-    if reason is None:
-        reason = f"{err:.2g} apart for its scale" if err > 0 else "agrees"
-    return f"{short}: {reason}"
+    row's discrepancy, shown when the mode's own test finds no difference). The text is made when first
+    shown (``str``, an f-string; a pickled Reason is its text): most entries' worst rows are never shown."""
+
+    __slots__ = ("entry", "pairs", "pos", "mode", "err", "_text")
+
+    def __init__(self, entry: str, pairs: Sequence[tuple[Any, Any]], pos: int, mode: DataMode, err: float) -> None:
+        self.entry, self.pairs, self.pos, self.mode, self.err, self._text = entry, pairs, pos, mode, err, None
+
+    def __str__(self) -> str:
+        if self._text is None:
+            npu, bench = self.pairs[self.pos]
+            short = npu.name[len(self.entry) + 1:] if npu.name.startswith(self.entry) else ""
+            reason = self.mode.differs(RowResult(npu, bench))
+            if reason is None:
+                reason = f"{self.err:.2g} apart for its scale" if self.err > 0 else "agrees"
+            self._text = f"{short}: {reason}"
+        return self._text
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+    def __repr__(self) -> str:
+        return repr(str(self))
+
+    def __reduce__(self) -> tuple:
+        return str, (str(self),)
 
 
 # -- a noise reference ----------------------------------------------------------------------------
