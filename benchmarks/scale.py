@@ -11,9 +11,11 @@ ways, in one run:
 
 and prints compared rows per second per worker, the speed-up of 2 workers over 1, and the time the whole
 job would take on this machine and on N workers at the measured per-worker rate. ``--full`` compares every
-rank instead of a sample (each rank writes its own CSV: mind the disk, about 10 MiB per rank at 20k entries).
+rank instead of a sample (each rank writes its own CSV: mind the disk, about 10 MiB per rank at 20k entries),
+and ``--runs`` picks which of the three ways run (``--full --runs dask``: the whole job on the cluster, timed).
 
-    python benchmarks/scale.py [--ranks 1024] [--entries 20000] [--sample 8] [--full] [--workdir DIR]
+    python benchmarks/scale.py [--ranks 1024] [--entries 20000] [--sample 8] [--full] [--runs one,local,dask]
+                               [--workdir DIR]
 """
 
 from __future__ import annotations
@@ -64,8 +66,14 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=20_000)
     parser.add_argument("--sample", type=int, default=8, help="ranks compared in each measurement")
     parser.add_argument("--full", action="store_true", help="compare every rank, not a sample")
+    parser.add_argument("--runs", default="one,local,dask",
+                        help="which ways to run, comma-separated: one (1 process), local (2 local processes), "
+                             "dask (a 2-worker local Dask cluster)")
     parser.add_argument("--workdir", help="where to write the pair and results (default: a temporary folder)")
     args = parser.parse_args()
+    wanted = set(args.runs.split(","))
+    if not wanted or wanted - {"one", "local", "dask"}:
+        parser.error(f"--runs {args.runs}: give one or more of one, local, dask")
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="probe_scale_"))
     try:
         start = time.perf_counter()
@@ -80,33 +88,42 @@ def main() -> None:
         ranks = list(range(args.ranks if args.full else min(args.sample, args.ranks)))
         rows = len(ranks) * args.entries * ROWS_PER_ENTRY
         runs = {}
-        seconds, cpu, one = compare(target, bench, workdir / "out1", ranks)
-        runs["1 process"] = (1, seconds, cpu)
-        seconds, cpu, local = compare(target, bench, workdir / "out2", ranks, "--workers", "2")
-        runs["2 local processes"] = (2, seconds, cpu)
-        from distributed import LocalCluster
+        summaries = []
+        if "one" in wanted:
+            seconds, cpu, summary = compare(target, bench, workdir / "out1", ranks)
+            runs["1 process"] = (1, seconds, cpu)
+            summaries.append(summary)
+        if "local" in wanted:
+            seconds, cpu, summary = compare(target, bench, workdir / "out2", ranks, "--workers", "2")
+            runs["2 local processes"] = (2, seconds, cpu)
+            summaries.append(summary)
+        if "dask" in wanted:
+            from distributed import LocalCluster
 
-        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-            seconds, cpu, dask = compare(target, bench, workdir / "out3", ranks, "--scheduler",
-                                         cluster.scheduler_address)
-        runs["Dask cluster, 2 workers"] = (2, seconds, None)
-        same = one["first_divergence"] == local["first_divergence"] == dask["first_divergence"] \
-            and one["counts"] == local["counts"] == dask["counts"]
-        print(f"\n== {len(ranks)} ranks x {args.entries} entries = {rows:,} rows; the three summaries agree: {same}")
+            with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+                seconds, cpu, summary = compare(target, bench, workdir / "out3", ranks, "--scheduler",
+                                                cluster.scheduler_address)
+            runs["Dask cluster, 2 workers"] = (2, seconds, None)
+            summaries.append(summary)
+        same = all(s["first_divergence"] == summaries[0]["first_divergence"] and s["counts"] == summaries[0]["counts"]
+                   for s in summaries)
+        print(f"\n== {len(ranks)} ranks x {args.entries} entries = {rows:,} rows; the summaries agree: {same}")
         print(f"{'':26s} {'wall s':>8s} {'rows/s':>10s} {'rows/s/worker':>14s} {'speed-up':>9s}")
-        base = runs["1 process"][1]
+        base = runs["1 process"][1] if "1 process" in runs else None
         for name, (workers, seconds, _) in runs.items():
-            print(f"{name:26s} {seconds:8.2f} {rows / seconds:10,.0f} {rows / seconds / workers:14,.0f} "
-                  f"{base / seconds:8.2f}x")
-        per_worker = rows / base
+            speed_up = f"{base / seconds:8.2f}x" if base else f"{'-':>9s}"
+            print(f"{name:26s} {seconds:8.2f} {rows / seconds:10,.0f} {rows / seconds / workers:14,.0f} {speed_up}")
         total_rows = args.ranks * args.entries * ROWS_PER_ENTRY
-        cluster_rate = rows / runs["Dask cluster, 2 workers"][1]
-        print(f"\nper-worker rate (1 process): {per_worker:,.0f} rows/s (target {TARGET_ROWS_PER_SECOND:,})")
-        print(f"the whole job ({args.ranks} ranks, {total_rows:,} rows):")
-        print(f"  on this machine, Dask 2 workers: {total_rows / cluster_rate / 60:7.1f} min "
-              f"(target {TARGET_JOB_SECONDS / 60:.0f} min)")
-        for workers in (8, 32, 128, 512):
-            print(f"  on {workers:3d} workers at the per-worker rate: {total_rows / per_worker / workers / 60:7.1f} min")
+        print(f"\nthe whole job ({args.ranks} ranks, {total_rows:,} rows), target {TARGET_JOB_SECONDS / 60:.0f} min:")
+        for name, (workers, seconds, _) in runs.items():
+            if workers > 1:
+                what = "measured" if len(ranks) == args.ranks else f"at the rate of {len(ranks)} ranks"
+                print(f"  on this machine, {name}: {total_rows / (rows / seconds) / 60:7.1f} min ({what})")
+        if base:
+            per_worker = rows / base
+            print(f"per-worker rate (1 process): {per_worker:,.0f} rows/s (target {TARGET_ROWS_PER_SECOND:,})")
+            for workers in (8, 32, 128, 512):
+                print(f"  on {workers:3d} workers at the per-worker rate: {total_rows / per_worker / workers / 60:7.1f} min")
     finally:
         if not args.workdir:
             shutil.rmtree(workdir, ignore_errors=True)

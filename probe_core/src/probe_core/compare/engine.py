@@ -79,7 +79,7 @@ class EntryOutcome:
     index: int
     result: str
     rows: list[RowResult]
-    npu_entry: DumpEntry | None = None
+    npu_entry: DumpEntry | None = None  # the row path's (a plain entry's rows need none)
     bench_entry: DumpEntry | None = None
     facts: EntryFacts | None = None
     rendered: list[list[Any]] = field(default_factory=list)
@@ -387,7 +387,7 @@ def _finish(npu: DumpEntry | None, bench: DumpEntry | EntryRef | None, plain: Pl
     renders with the chunk's other plain entries."""
     if plain is not None:  # a plain entry: npu and bench are both there
         facts = plain_facts(npu.index, npu.parent, plain, _WORKER["mode"])  # type: ignore[union-attr]
-        return EntryOutcome(npu.name, npu.index, PASS, [], _light(npu), None, facts)  # type: ignore[union-attr]
+        return EntryOutcome(npu.name, npu.index, PASS, [], None, None, facts)  # type: ignore[union-attr]
     outcome = compare_entry(npu, bench, _WORKER["mode"], _WORKER["comparators"], _WORKER["lenient"],  # type: ignore[arg-type]
                             _WORKER["name_map"], _WORKER["postprocess"], _WORKER["rules"])
     outcome.rendered = list(render_rows(outcome, _WORKER["columns"], _WORKER["percent"]))
@@ -686,6 +686,10 @@ def write_rank(pending: PendingRank, options: CompareOptions) -> RankResult:
 
 def _count(results: Sequence[str], counts: dict[str, int], row_counts: dict[str, int]) -> str:
     """Count an entry's rows and the entry by its worst row; return the entry's result."""
+    if results.count(PASS) == len(results):  # the common case: every row passes
+        row_counts[PASS] += len(results)
+        counts[PASS] += 1
+        return PASS
     for result in results:
         row_counts[result] += 1
     entry_result = UNMATCHED if UNMATCHED in results else worst(r for r in results if r != UNMATCHED)
