@@ -225,3 +225,55 @@ def test_a_compare_writes_the_same_with_and_without_the_scanner(tmp_path, monkey
         monkeypatch.setenv("PROBE_SCAN", scan)
         results.append(_compare(target, bench, tmp_path / f"out{scan}"))
     assert results[0] == results[1]
+
+
+def _number_tokens(rnd) -> list[str]:
+    """Float tokens of every spelling json writes or reads: repr of doubles of any bit pattern, 1 to 25
+    significant digits with and without exponents, leading and trailing zeros, and decimals within a digit
+    of the halfway points between neighbouring doubles (where rounding twice would differ from once)."""
+    import struct
+    from decimal import Decimal, getcontext
+
+    getcontext().prec = 60
+    tokens = []
+    for _ in range(6000):
+        bits = rnd.getrandbits(64)
+        value = struct.unpack("<d", struct.pack("<Q", bits))[0]
+        if math.isfinite(value):
+            tokens.append(repr(value))
+        digits = "".join(rnd.choice("0123456789") for _ in range(rnd.randint(1, 25)))
+        point = rnd.randint(0, len(digits))
+        body = (digits[:point].lstrip("0") or "0") + ("." + digits[point:] if point < len(digits) else "")
+        exponent = rnd.choice(["", f"e{rnd.randint(-40, 40)}", f"E+{rnd.randint(0, 30)}", f"e-{rnd.randint(0, 30)}"])
+        if "." not in body and not exponent:
+            body += ".0"  # an integer token is an int, as json reads it
+        tokens.append(rnd.choice(["", "-"]) + body + exponent)
+        low = rnd.uniform(-1e6, 1e6) * 10.0 ** rnd.randint(-20, 20)
+        middle = (Decimal(low) + Decimal(math.nextafter(low, math.inf))) / 2  # exact
+        shown = f"{middle:.18e}"  # 19 significant digits, within a digit of the halfway point
+        mantissa, exp = shown.split("e")
+        last = int(mantissa[-1]) + rnd.choice([-1, 0, 1])
+        if 0 <= last <= 9:
+            tokens.append(f"{mantissa[:-1]}{last}e{int(exp)}")
+    return tokens
+
+
+def test_the_scanner_reads_every_number_as_float_does():
+    """The scanner's statistics are float() of their tokens, bit for bit (the sign of zero too), whichever
+    way it parses them (one extended-precision step where that is exact, else as float() does)."""
+    import random
+    import struct
+
+    from probe_core.dump import _scan
+
+    tokens = _number_tokens(random.Random(3))
+    leaves = [tokens[i:i + 4] for i in range(0, len(tokens) - 3, 4)]
+    text = '"k": {"output": [' + ", ".join(tensor(stats=tuple(leaf)) for leaf in leaves) + "]}}"
+    members, _, state = _scan.scan(text, 0, 0, {})
+    assert state == _scan.CLOSED and len(members) == 1
+    read = members[0][4]
+    wanted = [float(token) for leaf in leaves for token in leaf]
+    assert len(read) == len(wanted)
+    bad = [(token, got, want) for token, got, want in zip((t for leaf in leaves for t in leaf), read, wanted)
+           if struct.pack("<d", got) != struct.pack("<d", want)]
+    assert not bad, bad[:5]

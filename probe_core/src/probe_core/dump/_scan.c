@@ -27,6 +27,9 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 typedef struct {
@@ -129,6 +132,75 @@ static int number(Scan *c, Py_ssize_t *a, int *integer) {
     return c->p < c->n;  /* a number the window ends in may go on in the next window */
 }
 
+#if (defined(__x86_64__) || defined(__i386__)) && LDBL_MANT_DIG == 64
+#define EXTENDED_DOUBLE 1
+/* 10^0 .. 10^27, each exact in the x87's 64-bit mantissa (5^27 < 2^64) */
+static const long double POW10[] = {1e0L, 1e1L, 1e2L, 1e3L, 1e4L, 1e5L, 1e6L, 1e7L, 1e8L, 1e9L, 1e10L,
+    1e11L, 1e12L, 1e13L, 1e14L, 1e15L, 1e16L, 1e17L, 1e18L, 1e19L, 1e20L, 1e21L, 1e22L, 1e23L, 1e24L,
+    1e25L, 1e26L, 1e27L};
+#endif
+
+/* The double nearest the decimal number token t[0:len) when one step of extended precision says it for
+ * sure; 0 when it cannot tell (the caller then parses the token the usual way, as float() does).
+ *
+ * A token of at most 19 significant digits is an integer w < 2^64 times 10^e. For |e| <= 27 both are exact
+ * in the x87's 64-bit mantissa, so w * 10^e (or w / 10^-e) is rounded once, to the nearest 64-bit value r.
+ * Rounding r to a double gives the double nearest the exact value unless r lies on a halfway point between
+ * two doubles (its 11 low bits 0x400): every halfway point is on the 64-bit grid, so an r off them is on the
+ * same side of each as the exact value. Statistics written by repr() have 17 significant digits: the usual
+ * correctly rounded parse then needs big-number arithmetic, this needs one multiplication. */
+static int fast_double(const char *t, Py_ssize_t len, double *out) {
+#ifdef EXTENDED_DOUBLE
+    const char *p = t, *end = t + len;
+    int negative = p < end && *p == '-';
+    p += negative;
+    uint64_t w = 0;
+    int digits = 0, exp10 = 0, point = 0;
+    for (; p < end; p++) {
+        if (*p == '.' && !point) {
+            point = 1;
+            continue;
+        }
+        if (*p < '0' || *p > '9')
+            break;
+        if (digits || *p != '0') {  /* leading zeros are no significant digits */
+            if (digits == 19)
+                return 0;
+            w = 10 * w + (uint64_t)(*p - '0');
+            digits++;
+        }
+        exp10 -= point;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        int minus = p < end && *p == '-', e = 0;
+        p += p < end && (*p == '-' || *p == '+');
+        for (; p < end && *p >= '0' && *p <= '9'; p++)
+            if ((e = 10 * e + (*p - '0')) > 1000)
+                return 0;
+        exp10 += minus ? -e : e;
+    }
+    if (p != end)
+        return 0;
+    if (w == 0) {
+        *out = negative ? -0.0 : 0.0;
+        return 1;
+    }
+    if (exp10 < -27 || exp10 > 27)
+        return 0;
+    long double x = exp10 < 0 ? (long double)w / POW10[-exp10] : (long double)w * POW10[exp10];
+    uint64_t bits;
+    memcpy(&bits, &x, sizeof bits);  /* the x87 format's first 8 bytes: its 64-bit mantissa */
+    if ((bits & 0x7FF) == 0x400)
+        return 0;
+    *out = negative ? -(double)x : (double)x;
+    return 1;
+#else
+    (void)t, (void)len, (void)out;
+    return 0;
+#endif
+}
+
 /* The Python value json gives for the number token s[a:p]; NULL (no error set) when there is none. */
 static PyObject *number_value(Scan *c, Py_ssize_t a, int integer) {
     Py_ssize_t len = c->p - a;
@@ -146,7 +218,10 @@ static PyObject *number_value(Scan *c, Py_ssize_t a, int integer) {
         value = PyLong_FromString(buffer, NULL, 10);
     } else {
         char *end;
-        double x = PyOS_string_to_double(buffer, &end, NULL);
+        double x;
+        if (fast_double(buffer, len, &x))
+            return PyFloat_FromDouble(x);
+        x = PyOS_string_to_double(buffer, &end, NULL);
         value = (x == -1.0 && PyErr_Occurred()) || *end ? NULL : PyFloat_FromDouble(x);
     }
     if (value == NULL)

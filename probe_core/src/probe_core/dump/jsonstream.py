@@ -67,8 +67,6 @@ class _Cursor:
         self.text = ""
         self.pos = 0
         self.base = 0  # byte offset of text[0]
-        self.lines = 0  # newlines before text[0]
-        self.line_start = 0  # byte offset of the line text[0] is on
         self.eof = False
         self.ascii = True
         self._mark = (0, 0)
@@ -80,11 +78,7 @@ class _Cursor:
         if self.eof:
             return False
         consumed = self.text[: self.pos]
-        newline = consumed.rfind("\n")
-        if newline >= 0:
-            self.line_start = self.byte_at(newline + 1)
         self.base += len(consumed.encode("utf-8")) if not consumed.isascii() else len(consumed)
-        self.lines += consumed.count("\n")
         raw = self.handle.read(CHUNK)
         self.eof = not raw
         pending = len(self.decoder.getstate()[0])
@@ -102,8 +96,17 @@ class _Cursor:
         self._mark = (0, self.base)
         return not self.eof or bool(decoded)
 
+    def _lines_before(self) -> tuple[int, int]:
+        """(newlines before text[0], byte offset of the line text[0] is on), read back from the file: only an
+        error needs them, so reading does not count lines as it goes."""
+        at = self.handle.tell()
+        self.handle.seek(0)
+        before = self.handle.read(self.base)
+        self.handle.seek(at)
+        return before.count(b"\n"), before.rfind(b"\n") + 1
+
     def _bad_utf8(self, exc: UnicodeDecodeError, offset: int, before: str) -> JsonStreamError:
-        line = self.lines + before.count("\n") + 1
+        line = self._lines_before()[0] + before.count("\n") + 1
         column = len(before) - before.rfind("\n") if "\n" in before else 0  # 0: not known
         if exc.reason == "unexpected end of data":
             return JsonStreamError("the file ends inside a multi-byte UTF-8 character", line, column, offset, True)
@@ -124,9 +127,10 @@ class _Cursor:
         pos = self.pos if pos is None else pos
         if self.bad is not None and (truncated or pos >= len(self.text)):
             return self.bad  # the text ran out where the invalid bytes begin
-        line = self.lines + self.text.count("\n", 0, pos) + 1
+        lines, line_start = self._lines_before()
+        line = lines + self.text.count("\n", 0, pos) + 1
         newline = self.text.rfind("\n", 0, pos)
-        column = pos - newline if newline >= 0 else self.byte_at(pos) - self.line_start + 1  # the line began earlier
+        column = pos - newline if newline >= 0 else self.byte_at(pos) - line_start + 1  # the line began earlier
         return JsonStreamError(message, line, column, self.byte_at(pos), truncated or (self.eof and pos >= len(self.text)))
 
     def peek(self) -> str:
