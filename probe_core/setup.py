@@ -1,9 +1,11 @@
-"""The native parts of probe-core, both optional (where no C compiler is found the build skips them):
+"""The native parts of probe-core, all optional (where no C compiler is found the build skips them):
 
 * the one-pass statistics kernel (``probe_core.collect._fused``); without it statistics come from the
   framework's own reductions (``probe_core.collect.fused``);
 * the dump scanner (``probe_core.dump._scan``), which reads the flat entries of a statistics dump.json
-  without building their values; without it every entry is decoded (``probe_core.dump.jsonstream``).
+  without building their values; without it every entry is decoded (``probe_core.dump.jsonstream``);
+* ``probe_core._reprs``, repr() of many floats at once from msgspec's text of them; without it each is
+  repr()'s (``probe_core.fastjson.float_texts``).
 
 Everything else is declared in pyproject.toml.
 """
@@ -14,4 +16,5 @@ setup(ext_modules=[
     Extension("probe_core.collect._fused", ["src/probe_core/collect/_fused.c"], extra_compile_args=["-O3"],
               optional=True),
     Extension("probe_core.dump._scan", ["src/probe_core/dump/_scan.c"], extra_compile_args=["-O2"], optional=True),
+    Extension("probe_core._reprs", ["src/probe_core/_reprs.c"], extra_compile_args=["-O2"], optional=True),
 ])

@@ -79,7 +79,16 @@ def test_floats_decode_as_json_decodes_them():
     assert all(_same(a, b) for a, b in zip(decoded, json.loads("[" + ",".join(texts) + "]")))
 
 
-def test_float_texts_are_repr():
+@pytest.mark.parametrize("native", [True, False], ids=["C helper", "without it"])
+def test_float_texts_are_repr(monkeypatch, native):
+    """repr() of every number, with the C helper that writes msgspec's tokens in repr's notation (built by
+    probe-core's setup.py: the test fails where it was not built) and without it."""
+    from probe_core import fastjson
+
+    if native:
+        assert fastjson._reprs is not None, "probe_core._reprs was not built (no C compiler?)"
+    else:
+        monkeypatch.setattr(fastjson, "_reprs", None)
     values = _random_doubles(50_000, 2)  # mostly numbers whose msgspec token is not their repr
     assert float_texts(values) == [repr(v) for v in values]
     rnd = random.Random(4)
@@ -89,6 +98,9 @@ def test_float_texts_are_repr():
             values[rnd.randrange(len(values))] = rnd.choice((1e-5, -3.5e-7, 1e17, math.nan, -math.inf, 0.00012, 7))
         assert float_texts(values) == [repr(v) for v in values], values
     assert float_texts([]) == []
+    edges = [0.0, -0.0, 1e16, 9999999999999998.0, 1e-4, 9.999999999999999e-05, 5e-324, -1.7976931348623157e308,
+             1e100, 1e-100, 100.0, 12345678901234567.0, 0, -7, 2**63 - 1, 2**70, math.nan, math.inf]
+    assert float_texts(edges) == [repr(v) for v in edges]
 
 
 def test_value_text_reads_back_as_json_dumps_reads_back():

@@ -17,8 +17,9 @@ makes it 4-5x faster:
 - :func:`float_texts` is ``[repr(v) for v in values]``. msgspec's shortest
   round-trip digits are ``repr``'s, but it writes ``nan``/``inf`` as ``null``,
   magnitudes below 1e-4 in positional notation and exponents without
-  ``+``/leading zero (``1e16``, ``1e-5``): those values go through ``repr``
-  (every value, when they are most of the list).
+  ``+``/leading zero (``1e16``, ``1e-5``): the C helper ``probe_core._reprs``
+  writes each token again in repr's notation; without it those values go
+  through ``repr`` (every value, when they are most of the list).
 """
 
 from __future__ import annotations
@@ -28,6 +29,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import msgspec
+
+try:
+    from probe_core import _reprs
+except ImportError:  # built without a C compiler
+    _reprs = None
 
 MISS = object()  # what try_decode returns for text it leaves to json
 _decode = msgspec.json.Decoder().decode
@@ -76,6 +82,11 @@ def float_texts(values: list[float]) -> list[str]:
     """``repr`` of each number in ``values`` (floats and ints, no bools), for a list at once."""
     if not values:
         return []
+    if _reprs is not None:  # msgspec's digits in repr's notation, token by token in C
+        try:
+            return _reprs.reprs(_encode(values), values)
+        except (TypeError, ValueError, OverflowError):  # not numbers only, or ints beyond 64 bits
+            return [repr(value) for value in values]
     text = _encode(values)[1:-1].decode()
     unlike = sum(text.count(needle) for needle in _UNLIKE_REPR)
     if 4 * unlike > len(values):  # mostly numbers repr writes otherwise (tiny differences): repr is faster

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -274,14 +275,13 @@ def render_plains(entries: Sequence[tuple[DumpEntry, Plain]], columns: Sequence[
         cells.append(_metric_cells(_plain_column(plains, col, count), col in percent, True, text, count))
     if has_stats:
         for side in (0, 1):
-            stats = [value for plain in plains for value in plain.stats[side]]
+            stats = list(chain.from_iterable(plain.stats[side] for plain in plains))
             if text:
                 stats = float_texts(stats)
             cells += [stats[k::4] for k in range(4)]
     stacks: list[Any] = []
     for npu, plain in entries:
-        stack = str(list(npu.stack)) if npu.stack else na
-        stacks.append(output.csv_field(stack) if text else stack)
+        stacks.append(_stack_cell(npu.stack, text) if npu.stack else na)
         stacks += [na] * (plain.count - 1)
     if text:
         cells += [[cell for plain in plains for cell in _kept_cells(plain.rows, True)], stacks]
@@ -341,8 +341,9 @@ def _metric_cells(values: Sequence[Any] | None, is_percent: bool, zero_percent: 
     if values is None:
         return [na] * count
     if set(map(type, values)) == {float}:  # the common case: a column of floats
-        if is_percent:
-            return [("0%" if zero_percent and value == 0.0 else f"{value * 100}%") for value in values]
+        if is_percent:  # f"{x}" is repr(x) for a float: the column's texts at once
+            texts = float_texts([value * 100 for value in values])
+            return [("0%" if zero_percent and value == 0.0 else shown + "%") for value, shown in zip(values, texts)]
         return float_texts(list(values)) if text else list(values)
     fmt, cells = output.format_value, []
     for value in values:
@@ -361,6 +362,12 @@ def _csv_fields(texts: list[str]) -> list[str]:
     if output.needs_quoting("\x00".join(texts)):
         return [output.csv_field(text) for text in texts]
     return texts
+
+
+@lru_cache(maxsize=4096)  # the entries of a call site share one stack
+def _stack_cell(stack: tuple[str, ...], text: bool) -> str:
+    shown = str(list(stack))
+    return output.csv_field(shown) if text else shown
 
 
 @lru_cache(maxsize=4096)

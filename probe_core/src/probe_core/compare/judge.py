@@ -254,7 +254,9 @@ def _measure(facts: EntryFacts, layout: RowLayout, pairs: Sequence[tuple[TensorM
     if at_out >= 0:
         facts.worst_output = Reason(facts.name, pairs, at_out, mode, worst_out)
     facts.stats_out = tuple(outs)
-    facts.stats_in = tuple(key for _, key in sorted(ins, key=lambda item: -item[0]))
+    if len(ins) > 1:
+        ins.sort(key=lambda item: -item[0])
+    facts.stats_in = tuple(key for _, key in ins)
 
 
 def _note_dtypes(facts: Any, target: Any, bench: Any, output: bool) -> None:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from probe_core.compare.metrics import as_float
 from probe_core.dump.leaves import TensorMeta
-from probe_core.dump.names import parse_entry_name
+from probe_core.dump.names import DIRECTIONS, parse_entry_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from probe_core.modes import DataMode
@@ -80,13 +80,19 @@ class RowResult:
 
 def api_op(entry_name: str) -> str:
     """The operation name of an API entry (``Distributed._all_gather_base.0.forward`` -> ``_all_gather_base``)."""
-    parsed = parse_entry_name(entry_name)
-    if parsed.kind != "api":
-        return ""
-    parts = parsed.base.split(".")
+    parts = entry_name.rsplit(".", 2)
+    if len(parts) == 3 and parts[2] in DIRECTIONS and parts[1].isdigit():  # the common API name, read at once
+        base = parts[0]
+    else:
+        parsed = parse_entry_name(entry_name)
+        if parsed.kind != "api":
+            return ""
+        base = parsed.base
+    parts = base.split(".", 2)
     return parts[1] if len(parts) > 1 else parts[0]
 
 
+@lru_cache(maxsize=4096)  # a few hundred operations, asked for on every entry
 def _is_redundant(op: str) -> bool:
     return op in REDUNDANT_APIS or op.strip("_") in REDUNDANT_APIS  # Tensor.__setitem__ -> setitem
 

@@ -1,0 +1,179 @@
+/* repr() of many numbers at once, from msgspec's JSON text of them.
+ *
+ * reprs(encoded, values) -> list of str
+ *   values:  a list of floats and ints (no bools);
+ *   encoded: msgspec.json.encode(values), the JSON array of their shortest round-trip texts.
+ *
+ * msgspec writes the digits repr() writes (both the shortest that read back as the same double, the
+ * closest of them to it), in its own notation: 0.00001 where repr writes 1e-05, 1e16 for 1e+16, null for
+ * NaN and the infinities. Each token here is read as (sign, digits, decimal exponent) whatever its
+ * notation, and written again in repr's: positional from 1e-4 up to 1e16, else d.ddde+XX with at least
+ * two exponent digits; a null is repr() of its value; an integer token (no '.', no exponent) is the int's
+ * repr already. Raises ValueError when the text does not hold len(values) numbers (the caller then
+ * calls repr() itself).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+/* A number token as read: its sign, significant digits (trailing zeros dropped) and where the decimal point
+ * goes (the value is 0.d1d2... times 10^point); kind 'i' for an integer token, 'f' for a float, 'n' for null. */
+typedef struct {
+    char kind;
+    int negative, count, point;
+    char digits[32];
+} Token;
+
+/* Reads the token at text[p:) up to the next ',' or ']' (at limit); returns where it ends, -1 when it is
+ * not a number msgspec writes. */
+static Py_ssize_t read_token(const char *text, Py_ssize_t p, Py_ssize_t limit, Token *t) {
+    if (limit - p >= 4 && memcmp(text + p, "null", 4) == 0) {
+        t->kind = 'n';
+        return p + 4;
+    }
+    t->kind = 'i';
+    t->negative = p < limit && text[p] == '-';
+    p += t->negative;
+    int count = 0, before = 0, zeros = 0, after_point = 0, any = 0;
+    for (; p < limit; p++) {
+        char ch = text[p];
+        if (ch >= '0' && ch <= '9') {
+            any = 1;
+            if (count == 0 && ch == '0') {
+                zeros += after_point;  /* 0.000123: the zeros between the point and the first digit */
+                continue;
+            }
+            if (count == (int)sizeof t->digits)
+                return -1;
+            t->digits[count++] = ch;
+            before += !after_point;
+        } else if (ch == '.' && !after_point) {
+            after_point = 1;
+            t->kind = 'f';
+        } else {
+            break;
+        }
+    }
+    if (!any)
+        return -1;
+    int exp10 = 0;
+    if (p < limit && (text[p] == 'e' || text[p] == 'E')) {
+        t->kind = 'f';
+        p++;
+        int minus = p < limit && text[p] == '-';
+        p += p < limit && (text[p] == '-' || text[p] == '+');
+        int digits = 0;
+        for (; p < limit && text[p] >= '0' && text[p] <= '9' && digits < 6; p++, digits++)
+            exp10 = 10 * exp10 + (text[p] - '0');
+        if (!digits)
+            return -1;
+        exp10 = minus ? -exp10 : exp10;
+    }
+    while (count > 0 && t->digits[count - 1] == '0')
+        count--;
+    t->count = count;
+    t->point = (before > 0 ? before : -zeros) + exp10;
+    return p;
+}
+
+/* repr's text of a float token into out (64 bytes); returns its length. repr writes positional notation
+ * from 1e-4 up to 1e16 (``0.0001``, ``123.5``, ``100.0``) and d.ddde+XX outside it (``1e-05``, ``1.5e+16``). */
+static Py_ssize_t float_repr(const Token *t, char *out) {
+    Py_ssize_t o = 0;
+    int count = t->count, point = t->point;
+    const char *digits = t->digits;
+    if (t->negative)
+        out[o++] = '-';
+    if (count == 0) {  /* a zero, signed as written */
+        memcpy(out + o, "0.0", 3);
+        return o + 3;
+    }
+    if (point <= -4 || point > 16) {
+        out[o++] = digits[0];
+        if (count > 1) {
+            out[o++] = '.';
+            for (int k = 1; k < count; k++)
+                out[o++] = digits[k];
+        }
+        int e = point - 1;
+        out[o++] = 'e';
+        out[o++] = e < 0 ? '-' : '+';
+        e = e < 0 ? -e : e;
+        if (e >= 100)
+            out[o++] = (char)('0' + e / 100);
+        out[o++] = (char)('0' + e / 10 % 10);
+        out[o++] = (char)('0' + e % 10);
+    } else if (point <= 0) {  /* 0.000ddd */
+        out[o++] = '0';
+        out[o++] = '.';
+        for (int k = point; k < 0; k++)
+            out[o++] = '0';
+        for (int k = 0; k < count; k++)
+            out[o++] = digits[k];
+    } else {  /* ddd.ddd, or ddd00.0 */
+        for (int k = 0; k < point; k++)
+            out[o++] = k < count ? digits[k] : '0';
+        out[o++] = '.';
+        if (count <= point)
+            out[o++] = '0';
+        for (int k = point; k < count; k++)
+            out[o++] = digits[k];
+    }
+    return o;
+}
+
+static PyObject *reprs(PyObject *self, PyObject *args) {
+    const char *text;
+    Py_ssize_t length;
+    PyObject *values;
+    if (!PyArg_ParseTuple(args, "y#O!", &text, &length, &PyList_Type, &values))
+        return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(values);
+    PyObject *out = PyList_New(count);
+    if (out == NULL)
+        return NULL;
+    if (length < 2 || text[0] != '[' || text[length - 1] != ']')
+        goto bad;
+    Py_ssize_t p = 1, limit = length - 1;
+    for (Py_ssize_t index = 0; index < count; index++) {
+        Token t;
+        Py_ssize_t start = p;
+        p = read_token(text, p, limit, &t);
+        if (p < 0 || (index + 1 < count ? p >= limit || text[p] != ',' : p != limit))
+            goto bad;
+        PyObject *shown;
+        if (t.kind == 'n') {  /* NaN or an infinity */
+            shown = PyObject_Repr(PyList_GET_ITEM(values, index));
+        } else {
+            char buffer[64];
+            Py_ssize_t n = t.kind == 'i' ? p - start : float_repr(&t, buffer);
+            if (n > (Py_ssize_t)sizeof buffer)
+                goto bad;
+            shown = PyUnicode_New(n, 127);  /* ASCII: nothing to decode */
+            if (shown != NULL)
+                memcpy(PyUnicode_1BYTE_DATA(shown), t.kind == 'i' ? text + start : buffer, n);
+        }
+        if (shown == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, index, shown);
+        p++;  /* the comma */
+    }
+    if (count == 0 && limit != 1)
+        goto bad;
+    return out;
+bad:
+    Py_DECREF(out);
+    PyErr_SetString(PyExc_ValueError, "reprs: the text does not hold one number per value");
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"reprs", reprs, METH_VARARGS, "reprs(encoded, values) -> [repr(v) for v in values]: see the module's source"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_reprs", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__reprs(void) { return PyModule_Create(&module); }
