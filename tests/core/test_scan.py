@@ -271,7 +271,7 @@ def test_the_scanner_reads_every_number_as_float_does():
     text = '"k": {"output": [' + ", ".join(tensor(stats=tuple(leaf)) for leaf in leaves) + "]}}"
     members, _, state = _scan.scan(text, 0, 0, {})
     assert state == _scan.CLOSED and len(members) == 1
-    read = members[0][4]
+    read = members[0][4][1]
     wanted = [float(token) for leaf in leaves for token in leaf]
     assert len(read) == len(wanted)
     bad = [(token, got, want) for token, got, want in zip((t for leaf in leaves for t in leaf), read, wanted)

@@ -1,10 +1,11 @@
 /* The members of a dump.json's "data" object, read a window at a time without building their values.
  *
- * scan(text, pos, base, known) -> (members, pos, state)
+ * scan(text, pos, base, known[, member]) -> (members, pos, state)
  *   text:   a window of the file, decoded (an ASCII str: text positions are byte positions);
  *   pos:    where the next member (or the blank before it) starts in text;
  *   base:   the byte offset of text[0] in the file;
- *   known:  a dict from skeleton (bytes) to whatever the caller keeps for it (a compact form's signature).
+ *   known:  a dict from skeleton (bytes) to whatever the caller keeps for it (a compact form's signature);
+ *   member: the tuple type (a named tuple) of the members (default: tuple).
  *
  * Most entries of a statistics dump are *flat*: an object whose keys are sections ("input_args",
  * "input_kwargs", "input", "output", "parameters", each at most once and in that order) holding a list, or
@@ -15,10 +16,10 @@
  * and everything else of its text, the *skeleton* (the statistics cut out, each leaving a \x01), is
  * looked up in known. Two entries with the same skeleton differ in their statistics only.
  *
- * members holds, in file order, each flat member's (key, start, end, known[skeleton], statistics) while
- * the skeletons are known; a member whose skeleton is not known comes alone, as (key, start, end,
- * skeleton, statistics), for the caller to decode once and remember. start and end are the byte span of
- * the value. pos is where reading goes on (after the separator of the last member and the blank after
+ * members holds, in file order, each flat member's (key, None, start, end, (known[skeleton], statistics))
+ * while the skeletons are known; a member whose skeleton is not known comes alone, as (key, None, start,
+ * end, (skeleton, statistics)), for the caller to decode once and remember. start and end are the byte
+ * span of the value; None stands for the value, which is not built. pos is where reading goes on (after the separator of the last member and the blank after
  * it). state is CLOSED when that separator was the '}' closing the object, CUT when scan() stopped
  * because the window ends within the next member (the caller reads on, then calls again), else STOPPED:
  * scan() stops before any member it does not read this way (not flat, an escaped key, a number it cannot
@@ -375,9 +376,14 @@ static int entry(Scan *c) {
 
 static PyObject *scan(PyObject *self, PyObject *args) {
     PyObject *text, *known;
+    PyTypeObject *member_type = &PyTuple_Type;
     Py_ssize_t pos, base;
-    if (!PyArg_ParseTuple(args, "UnnO!", &text, &pos, &base, &PyDict_Type, &known))
+    if (!PyArg_ParseTuple(args, "UnnO!|O!", &text, &pos, &base, &PyDict_Type, &known, &PyType_Type, &member_type))
         return NULL;
+    if (!PyType_IsSubtype(member_type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "scan: member must be a tuple type");
+        return NULL;
+    }
     PyObject *members = PyList_New(0);
     if (members == NULL)
         return NULL;
@@ -434,11 +440,28 @@ static PyObject *scan(PyObject *self, PyObject *args) {
             state = STOPPED;
             break;
         }
-        PyObject *member = Py_BuildValue("(s#nnON)", c.s + a, b - a, base + start, base + end,
-                                         found ? found : skeleton, stats);
+        PyObject *flat = PyTuple_Pack(2, found ? found : skeleton, stats);
         Py_DECREF(skeleton);
-        if (member == NULL || PyList_Append(members, member)) {
-            Py_XDECREF(member);
+        Py_DECREF(stats);
+        PyObject *key = PyUnicode_FromStringAndSize((const char *)c.s + a, b - a);
+        PyObject *first = PyLong_FromSsize_t(base + start), *last = PyLong_FromSsize_t(base + end);
+        PyObject *member = !(flat && key && first && last) ? NULL
+                           : member_type == &PyTuple_Type ? PyTuple_New(5) : member_type->tp_alloc(member_type, 5);
+        if (member == NULL) {
+            Py_XDECREF(flat);
+            Py_XDECREF(key);
+            Py_XDECREF(first);
+            Py_XDECREF(last);
+            goto error;
+        }
+        Py_INCREF(Py_None);
+        PyTuple_SET_ITEM(member, 0, key);
+        PyTuple_SET_ITEM(member, 1, Py_None);
+        PyTuple_SET_ITEM(member, 2, first);
+        PyTuple_SET_ITEM(member, 3, last);
+        PyTuple_SET_ITEM(member, 4, flat);
+        if (PyList_Append(members, member)) {
+            Py_DECREF(member);
             goto error;
         }
         Py_DECREF(member);
@@ -455,7 +478,7 @@ error:
 }
 
 static PyMethodDef methods[] = {
-    {"scan", scan, METH_VARARGS, "scan(text, pos, base, known) -> (members, pos, state): see the module's source"},
+    {"scan", scan, METH_VARARGS, "scan(text, pos, base, known[, member]) -> (members, pos, state): see the module's source"},
     {NULL, NULL, 0, NULL},
 };
 

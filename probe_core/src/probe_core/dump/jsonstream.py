@@ -236,15 +236,13 @@ def _members(cur: _Cursor, known: dict[bytes, Any] | None) -> Iterator[Member]:
     ends: _MemberEnds | None = None  # found from the first key on its own line
     while True:
         if known is not None and cur.ascii:
-            members, pos, state = _scan.scan(cur.text, cur.pos, cur.base, known)
+            members, pos, state = _scan.scan(cur.text, cur.pos, cur.base, known, Member)
             if not members and state == _scan.CUT and cur.fill():
                 continue
-            if members and members[0][3].__class__ is bytes:  # a skeleton met for the first time: decode it
-                key, start, end, skeleton, stats = members[0]
+            if members and members[0].flat[0].__class__ is bytes:  # a skeleton met for the first time: decode it
+                key, _, start, end, flat = members[0]
                 value = _decoded(cur.text[start - cur.base:end - cur.base])
-                members = [] if value is MISS else [Member(key, value, start, end, (skeleton, stats))]
-            else:
-                members = [Member(key, None, start, end, (found, stats)) for key, start, end, found, stats in members]
+                members = [] if value is MISS else [Member(key, value, start, end, flat)]
             if members:
                 cur.pos = pos
                 yield from members
