@@ -101,6 +101,9 @@ def test_float_texts_are_repr(monkeypatch, native):
     edges = [0.0, -0.0, 1e16, 9999999999999998.0, 1e-4, 9.999999999999999e-05, 5e-324, -1.7976931348623157e308,
              1e100, 1e-100, 100.0, 12345678901234567.0, 0, -7, 2**63 - 1, 2**70, math.nan, math.inf]
     assert float_texts(edges) == [repr(v) for v in edges]
+    values += edges
+    assert float_texts(values, "%") == [f"{v}%" for v in values]  # a percent column
+    assert float_texts(values, "%", "0%") == ["0%" if v == 0 else f"{v}%" for v in values]
 
 
 def test_value_text_reads_back_as_json_dumps_reads_back():

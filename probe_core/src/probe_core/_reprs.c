@@ -1,8 +1,10 @@
 /* repr() of many numbers at once, from msgspec's JSON text of them.
  *
- * reprs(encoded, values) -> list of str
+ * reprs(encoded, values[, suffix[, zero]]) -> list of str
  *   values:  a list of floats and ints (no bools);
- *   encoded: msgspec.json.encode(values), the JSON array of their shortest round-trip texts.
+ *   encoded: msgspec.json.encode(values), the JSON array of their shortest round-trip texts;
+ *   suffix:  ASCII text written after each (a percent sign);
+ *   zero:    ASCII text written instead for a value equal to zero (either sign), when given.
  *
  * msgspec writes the digits repr() writes (both the shortest that read back as the same double, the
  * closest of them to it), in its own notation: 0.00001 where repr writes 1e-05, 1e16 for 1e+16, null for
@@ -123,11 +125,22 @@ static Py_ssize_t float_repr(const Token *t, char *out) {
 }
 
 static PyObject *reprs(PyObject *self, PyObject *args) {
-    const char *text;
-    Py_ssize_t length;
+    const char *text, *suffix = "", *zero = NULL;
+    Py_ssize_t length, suffix_n = 0, zero_n = 0;
     PyObject *values;
-    if (!PyArg_ParseTuple(args, "y#O!", &text, &length, &PyList_Type, &values))
+    if (!PyArg_ParseTuple(args, "y#O!|s#z#", &text, &length, &PyList_Type, &values, &suffix, &suffix_n, &zero,
+                          &zero_n))
         return NULL;
+    if (suffix_n > 8 || zero_n > 8) {
+        PyErr_SetString(PyExc_ValueError, "reprs: suffix and zero are at most 8 characters");
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < suffix_n; k++)
+        if (suffix[k] & 0x80)
+            goto ascii;
+    for (Py_ssize_t k = 0; k < zero_n; k++)
+        if (zero[k] & 0x80)
+            goto ascii;
     Py_ssize_t count = PyList_GET_SIZE(values);
     PyObject *out = PyList_New(count);
     if (out == NULL)
@@ -143,15 +156,30 @@ static PyObject *reprs(PyObject *self, PyObject *args) {
             goto bad;
         PyObject *shown;
         if (t.kind == 'n') {  /* NaN or an infinity */
-            shown = PyObject_Repr(PyList_GET_ITEM(values, index));
+            PyObject *word = PyObject_Repr(PyList_GET_ITEM(values, index));
+            shown = word && suffix_n ? PyUnicode_FromFormat("%U%s", word, suffix) : word;
+            if (word && suffix_n)
+                Py_DECREF(word);
         } else {
-            char buffer[64];
-            Py_ssize_t n = t.kind == 'i' ? p - start : float_repr(&t, buffer);
-            if (n > (Py_ssize_t)sizeof buffer)
-                goto bad;
-            shown = PyUnicode_New(n, 127);  /* ASCII: nothing to decode */
-            if (shown != NULL)
-                memcpy(PyUnicode_1BYTE_DATA(shown), t.kind == 'i' ? text + start : buffer, n);
+            char buffer[80];
+            const char *from = buffer;
+            Py_ssize_t n;
+            if (zero != NULL && t.count == 0) {
+                from = zero;
+                n = zero_n;
+            } else {
+                n = t.kind == 'i' ? p - start : float_repr(&t, buffer);
+                if (t.kind == 'i')
+                    from = text + start;
+                if (n > 64)
+                    goto bad;
+            }
+            shown = PyUnicode_New(n + (from == zero ? 0 : suffix_n), 127);  /* ASCII: nothing to decode */
+            if (shown != NULL) {
+                memcpy(PyUnicode_1BYTE_DATA(shown), from, n);
+                if (from != zero)
+                    memcpy(PyUnicode_1BYTE_DATA(shown) + n, suffix, suffix_n);
+            }
         }
         if (shown == NULL) {
             Py_DECREF(out);
@@ -167,10 +195,14 @@ bad:
     Py_DECREF(out);
     PyErr_SetString(PyExc_ValueError, "reprs: the text does not hold one number per value");
     return NULL;
+ascii:
+    PyErr_SetString(PyExc_ValueError, "reprs: suffix and zero must be ASCII");
+    return NULL;
 }
 
 static PyMethodDef methods[] = {
-    {"reprs", reprs, METH_VARARGS, "reprs(encoded, values) -> [repr(v) for v in values]: see the module's source"},
+    {"reprs", reprs, METH_VARARGS, "reprs(encoded, values[, suffix[, zero]]) -> [repr(v) + suffix for v in values]: "
+                                   "see the module's source"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -78,16 +78,27 @@ def value_text(value: Any) -> str:
     return text.decode()
 
 
-def float_texts(values: list[float]) -> list[str]:
-    """``repr`` of each number in ``values`` (floats and ints, no bools), for a list at once."""
+def float_texts(values: list[float], suffix: str = "", zero: str | None = None) -> list[str]:
+    """``repr`` of each number in ``values`` (floats and ints, no bools), for a list at once; with ``suffix``
+    after each (``12.5%``), and ``zero`` instead for a value equal to zero when given."""
     if not values:
         return []
     if _reprs is not None:  # msgspec's digits in repr's notation, token by token in C
         try:
-            return _reprs.reprs(_encode(values), values)
+            return _reprs.reprs(_encode(values), values, suffix, zero)
         except (TypeError, ValueError, OverflowError):  # not numbers only, or ints beyond 64 bits
-            return [repr(value) for value in values]
-    text = _encode(values)[1:-1].decode()
+            pass
+    texts = _repr_texts(values)
+    if suffix or zero is not None:
+        return [zero if zero is not None and value == 0 else text + suffix for value, text in zip(values, texts)]
+    return texts
+
+
+def _repr_texts(values: list[float]) -> list[str]:
+    try:
+        text = _encode(values)[1:-1].decode()
+    except (TypeError, ValueError, OverflowError):
+        return [repr(value) for value in values]
     unlike = sum(text.count(needle) for needle in _UNLIKE_REPR)
     if 4 * unlike > len(values):  # mostly numbers repr writes otherwise (tiny differences): repr is faster
         return [repr(value) for value in values]

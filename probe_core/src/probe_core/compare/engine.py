@@ -271,8 +271,9 @@ def render_plains(entries: Sequence[tuple[DumpEntry, Plain]], columns: Sequence[
         shapes = [_shape_text(shape) for plain in plains for shape in plain.rows.shapes]
         grads = [na if grad is None else grad for plain in plains for grad in plain.rows.grads]
         cells = [*names, dtypes, dtypes, shapes, shapes, grads, grads]
+    metrics = _plain_columns(plains, count)
     for col in metric_cols:
-        cells.append(_metric_cells(_plain_column(plains, col, count), col in percent, True, text, count))
+        cells.append(_metric_cells(metrics.get(col), col in percent, True, text, count))
     if has_stats:
         for side in (0, 1):
             stats = list(chain.from_iterable(plain.stats[side] for plain in plains))
@@ -291,7 +292,7 @@ def render_plains(entries: Sequence[tuple[DumpEntry, Plain]], columns: Sequence[
         data_name = str(["-1", "-1"])
         cells.append([output.csv_field(data_name) if text else data_name] * count)
     for col in extra_cols:
-        cells.append(_metric_cells(_plain_column(plains, col, count), col in percent, False, text, count))
+        cells.append(_metric_cells(metrics.get(col), col in percent, False, text, count))
     out, end = [], 0
     if text:
         lines = list(map(",".join, zip(*cells)))
@@ -321,16 +322,14 @@ def _kept_cells(rows: Rows, tail: bool = False) -> tuple[str, ...]:
     return rows.text[tail]
 
 
-def _plain_column(plains: Sequence[Plain], col: str, count: int) -> Sequence[Any] | None:
-    """Metric column ``col`` of the rows of ``plains`` (``None`` when no comparator gives it): their chunk's
-    column itself when they are all of its rows, in order."""
+def _plain_columns(plains: Sequence[Plain], count: int) -> Mapping[str, Sequence[Any]]:
+    """The metric columns of the rows of ``plains`` by name (one compare: every Plain has the same names):
+    their chunk's own when they are all of its rows, in order."""
     chunk = plains[0].chunk
-    if col not in chunk.names:
-        return None
-    column = chunk.columns[col]
-    if len(column) == count and all(plain.chunk is chunk for plain in plains):
-        return column
-    return [value for plain in plains for value in plain.chunk.columns[col][plain.start:plain.start + plain.count]]
+    if len(chunk.errs) == count and all(plain.chunk is chunk for plain in plains):
+        return chunk.columns
+    return {col: [value for plain in plains for value in plain.chunk.columns[col][plain.start:plain.start + plain.count]]
+            for col in chunk.names}
 
 
 def _metric_cells(values: Sequence[Any] | None, is_percent: bool, zero_percent: bool, text: bool,
@@ -342,8 +341,7 @@ def _metric_cells(values: Sequence[Any] | None, is_percent: bool, zero_percent: 
         return [na] * count
     if set(map(type, values)) == {float}:  # the common case: a column of floats
         if is_percent:  # f"{x}" is repr(x) for a float: the column's texts at once
-            texts = float_texts([value * 100 for value in values])
-            return [("0%" if zero_percent and value == 0.0 else shown + "%") for value, shown in zip(values, texts)]
+            return float_texts([value * 100 for value in values], "%", "0%" if zero_percent else None)
         return float_texts(list(values)) if text else list(values)
     fmt, cells = output.format_value, []
     for value in values:
