@@ -172,12 +172,15 @@ def entry_facts(name: str, index: int, parent: str | None, result: str, rows: Se
     return facts
 
 
-def plain_facts(index: int, parent: str | None, plain: Plain, mode: DataMode) -> EntryFacts:
+def plain_facts(index: int, parent: str | None, plain: Plain, mode: DataMode, texts: bool = False) -> EntryFacts:
     """:func:`entry_facts` of an entry whose rows all pass, from what the columnar compare found of it (its
     layout, each row's discrepancy, its statistics). Its worst input and output are :class:`Reason` s: the
-    judge shows a few (the entries it names), and their leaves are built then."""
+    judge shows a few (the entries it names), and their leaves are built then; ``texts``: made now instead,
+    for facts kept beside much else (a Reason keeps the entry's statistics: about 250 bytes an entry)."""
     facts = EntryFacts(index, plain.name, parent, _kind(plain.name), PASS, bench_name=plain.bench_name)
     _measure(facts, plain.layout, plain.pairs, plain.errs, mode, plain.stats_key)
+    if texts:
+        facts.worst_input, facts.worst_output = str(facts.worst_input), str(facts.worst_output)
     return facts
 
 

@@ -114,7 +114,8 @@ def _score(node: Node, mode: DataMode | None, comparators: Sequence[LoadedCompar
     if pair is not None:
         npu, bench = pair
         if plain is not None:  # compared on the columnar path: every row passes, with no message
-            facts.append(plain_facts(npu.index, npu.parent, plain, mode))  # type: ignore[arg-type]
+            # the texts now: the facts of every node stay, with both graphs, until the job is judged
+            facts.append(plain_facts(npu.index, npu.parent, plain, mode, texts=True))  # type: ignore[arg-type]
         else:
             outcome = compare_entry(npu, bench, mode, comparators, lenient=True, rules=rules)  # type: ignore[arg-type]
             verdict = outcome.result
@@ -128,7 +129,7 @@ def _score(node: Node, mode: DataMode | None, comparators: Sequence[LoadedCompar
 
 def _metric_values(plain: Plain) -> MetricValues:
     """A plain entry's metrics, shown when its row is written (:class:`~probe_core.graph.vis_db.MetricValues`)."""
-    return MetricValues(plain.names, [a.name for a, _ in plain.leaves], plain.metrics)
+    return MetricValues(plain.names, [plain.name + suffix for suffix in plain.rows.suffixes], plain.metrics)
 
 
 def _shown(rows: Sequence[Any], mode: DataMode) -> dict[str, dict[str, Any]]:
