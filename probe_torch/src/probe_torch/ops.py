@@ -9,6 +9,7 @@ import torch
 
 from probe_core.collect.fused import KINDS, host_stats
 from probe_core.collect.tensors import TensorOps
+from probe_torch import ptfile
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 #: The dtypes whose CPU tensors get :func:`probe_core.collect.fused.host_stats` (one pass instead of four).
@@ -141,7 +142,7 @@ class TorchTensorOps(TensorOps):
         return tensor.detach().clone()
 
     def save(self, tensor: torch.Tensor, path: str) -> None:
-        torch.save(tensor, path)
+        ptfile.save(tensor, path)
 
     def encode_other(self, value: Any) -> dict[str, Any] | None:
         if isinstance(value, torch.dtype):
