@@ -19,17 +19,16 @@
  * members holds, in file order, each flat member's (key, None, start, end, (known[skeleton], statistics))
  * while the skeletons are known; a member whose skeleton is not known comes alone, as (key, None, start,
  * end, (skeleton, statistics)), for the caller to decode once and remember. start and end are the byte
- * span of the value; None stands for the value, which is not built. pos is where reading goes on (after the separator of the last member and the blank after
- * it). state is CLOSED when that separator was the '}' closing the object, CUT when scan() stopped
- * because the window ends within the next member (the caller reads on, then calls again), else STOPPED:
- * scan() stops before any member it does not read this way (not flat, an escaped key, a number it cannot
- * parse), which the caller reads by itself, then calls scan() again. It never reads past the window,
- * and returns no member whose separator it has not seen.
+ * span of the value; None stands for the value, which is not built. pos is where reading goes on (after
+ * the separator of the last member and the blank after it). state is CLOSED when that separator was the
+ * '}' closing the object, CUT when scan() stopped because the window ends within the next member (the
+ * caller reads on, then calls again), else STOPPED: scan() stops before any member it does not read this
+ * way (not flat, an escaped key, a number it cannot parse), which the caller reads by itself, then calls
+ * scan() again. It never reads past the window, and returns no member whose separator it has not seen.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <float.h>
-#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -445,7 +444,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         Py_DECREF(stats);
         PyObject *key = PyUnicode_FromStringAndSize((const char *)c.s + a, b - a);
         PyObject *first = PyLong_FromSsize_t(base + start), *last = PyLong_FromSsize_t(base + end);
-        PyObject *member = !(flat && key && first && last) ? NULL
+        PyObject *member = !(flat && key && first && last) ? NULL  /* a named tuple's instance, as tuple.__new__ makes it */
                            : member_type == &PyTuple_Type ? PyTuple_New(5) : member_type->tp_alloc(member_type, 5);
         if (member == NULL) {
             Py_XDECREF(flat);
