@@ -301,7 +301,8 @@ class Plain:
     def leaves(self) -> list[tuple[TensorMeta, TensorMeta]]:
         """Each row's (target leaf, bench leaf)."""
         signature = self.rows.signature
-        return list(zip(_leaves(self.name, (signature, self.stats[0])), _leaves(self.bench_name, (signature, self.stats[1]))))
+        return list(zip(_leaves(self.name, (signature, self.stats[0])),
+                        _leaves(self.bench_name, (signature, self.stats[1]))))
 
     def stats_key(self, pos: int) -> tuple:
         """Row ``pos``'s target shape, dtype and statistics (the judge's key of a tensor)."""

@@ -328,7 +328,8 @@ def _plain_columns(plains: Sequence[Plain], count: int) -> Mapping[str, Sequence
     chunk = plains[0].chunk
     if len(chunk.errs) == count and all(plain.chunk is chunk for plain in plains):
         return chunk.columns
-    return {col: [value for plain in plains for value in plain.chunk.columns[col][plain.start:plain.start + plain.count]]
+    return {col: [value for plain in plains
+                  for value in plain.chunk.columns[col][plain.start:plain.start + plain.count]]
             for col in chunk.names}
 
 
