@@ -9,9 +9,10 @@ the few small records' from the file. The file is ``torch.save``'s, byte for byt
 random serialization id; ``zipfile`` verifies it like any other.
 
 The writer and ``torch.serialization._save`` are torch's private API: on any version where they are not
-as expected, on a name that is not ASCII, for a tensor too small to gain (under :data:`MIN_BYTES`) or not
-in host memory, and for an archive that needs zip64 (4 GiB and more), :func:`save` is plain ``torch.save``. The global
-``torch.serialization.set_crc32_options`` is never touched: the training script's own saves keep it.
+as expected, on a name that is not ASCII, for a tensor too small to gain (under :data:`MIN_BYTES`), not a
+plain dense tensor in host memory, and for an archive that needs zip64 (4 GiB and more), :func:`save` is
+plain ``torch.save``. The global ``torch.serialization.set_crc32_options`` is never touched: the training
+script's own saves keep it.
 """
 
 from __future__ import annotations
@@ -42,9 +43,8 @@ _DESCRIPTOR = struct.pack("<I", 0x08074B50)
 
 def save(tensor: torch.Tensor, path: str) -> None:
     """``torch.save(tensor, path)``, faster for a large tensor (see the module)."""
-    storage = tensor.untyped_storage()
-    if storage.nbytes() < MIN_BYTES or storage.device.type != "cpu" or not path.isascii() \
-            or not _save_unchecked(tensor, path):
+    storage = _host_storage(tensor)
+    if storage is None or storage.nbytes() < MIN_BYTES or not path.isascii() or not _save_unchecked(tensor, path):
         torch.save(tensor, path)
         return
     memory = (ctypes.c_ubyte * storage.nbytes()).from_address(storage.data_ptr())  # what data/0 holds
@@ -55,6 +55,17 @@ def save(tensor: torch.Tensor, path: str) -> None:
         os.close(fd)
     if not written:
         torch.save(tensor, path)
+
+
+def _host_storage(tensor: torch.Tensor) -> Any:
+    """The storage of a plain dense CPU tensor (``None`` for sparse, quantized, meta, subclasses, devices)."""
+    if type(tensor) is not torch.Tensor or tensor.layout != torch.strided or tensor.device.type != "cpu" \
+            or tensor.is_quantized:
+        return None
+    try:
+        return tensor.untyped_storage()
+    except (RuntimeError, NotImplementedError):
+        return None
 
 
 def _save_unchecked(tensor: torch.Tensor, path: str) -> bool:
