@@ -60,7 +60,10 @@ def test_every_record_is_journaled_before_the_next_top_level_call_returns(tmp_pa
 
 
 def test_sigkill_keeps_the_step_and_compare_graph_recover_read_it(tmp_path):
-    killed = _run(tmp_path / "killed", "--signal", "KILL")
+    # killed once the writer thread has written step 0's files (it does while step 1 runs; killed before,
+    # step 0 would be left as its journal, which `probe recover` finishes as it does step 1's below)
+    step0_file = tmp_path / "killed" / "step0" / "rank0" / "dump.json"
+    killed = _run(tmp_path / "killed", "--signal", "KILL", "--signal-after", str(step0_file))
     assert killed.returncode == -signal.SIGKILL
     step1 = tmp_path / "killed" / "step1" / "rank0"
     assert (tmp_path / "killed" / "step0" / "rank0" / "dump.json").is_file()
