@@ -9,7 +9,7 @@ import random
 from probe_core.compare.mapping import NameMap, builtin_map, load_mapping
 from probe_core.compare.match import _Keyer, match_entries
 from probe_core.compare.judge import entry_facts, judge_step
-from probe_core.compare.rules import ERROR, PASS, WARNING, RowResult, judge_entry
+from probe_core.compare.rules import ERROR, PASS, WARNING, RowResult, api_op, judge_entry
 from probe_core.dump import EntryRef, TensorMeta
 from probe_core.dump.names import parse_entry_name
 from probe_modes.md5 import Md5Mode
@@ -191,7 +191,8 @@ def test_a_differing_scalar_argument_makes_the_op_the_divergence():
 
 
 def test_api_match_keys_are_the_parsed_names():
-    """The matcher reads an API name's parts without parse_entry_name (its fast path): the same key."""
+    """The matcher and the rules read an API name's parts without parse_entry_name (their fast path): the same
+    key, the same operation."""
     keyer = _Keyer((), {}, None, False, False)
     names = ["Functional.linear.0.forward", "Torch.x.12.backward", "x.1.forward", ".1.forward", "a..1.forward",
              "a.\u0661.forward", "Tensor.__add__.3.forward", "1.2.forward", "Distributed.all_reduce.0.forward",
@@ -200,6 +201,8 @@ def test_api_match_keys_are_the_parsed_names():
     for name in names:
         parsed = parse_entry_name(name)
         assert keyer.base(name) == (parsed.kind, parsed.base, parsed.direction, parsed.count), name
+        parts = parsed.base.split(".")  # the rules' operation name, read the same way
+        assert api_op(name) == ((parts[1] if len(parts) > 1 else parts[0]) if parsed.kind == "api" else ""), name
 
 
 def test_shown_rows_are_shown_metrics_row_by_row():

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from probe_core.compare.mapping import NameMap
-from probe_core.dump.names import DIRECTIONS, parse_entry_name
+from probe_core.dump.names import common_api_name, parse_entry_name
 from probe_core.dump.reader import EntryRef
 
 
@@ -48,10 +48,9 @@ class _Keyer:
 
     def base(self, name: str) -> tuple[str, str, str, int]:
         """(kind, renamed base, direction, count) of one name."""
-        if self.map is None:  # the common API name, as parse_entry_name reads it, without building its parts
-            parts = name.rsplit(".", 2)
-            if len(parts) == 3 and parts[2] in DIRECTIONS and parts[1].isdigit():
-                return "api", parts[0], parts[2], int(parts[1])
+        common = common_api_name(name) if self.map is None else None
+        if common is not None:
+            return ("api", *common)
         parsed = parse_entry_name(name)
         base = parsed.base
         if parsed.kind in ("module", "parameters_grad"):

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from probe_core.compare.metrics import as_float
 from probe_core.dump.leaves import TensorMeta
-from probe_core.dump.names import DIRECTIONS, parse_entry_name
+from probe_core.dump.names import common_api_name, parse_entry_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from probe_core.modes import DataMode
@@ -80,9 +80,9 @@ class RowResult:
 
 def api_op(entry_name: str) -> str:
     """The operation name of an API entry (``Distributed._all_gather_base.0.forward`` -> ``_all_gather_base``)."""
-    parts = entry_name.rsplit(".", 2)
-    if len(parts) == 3 and parts[2] in DIRECTIONS and parts[1].isdigit():  # the common API name, read at once
-        base = parts[0]
+    common = common_api_name(entry_name)
+    if common is not None:
+        base = common[0]
     else:
         parsed = parse_entry_name(entry_name)
         if parsed.kind != "api":

@@ -67,6 +67,15 @@ class EntryName:
 
 
 @lru_cache(maxsize=1 << 16)
+def common_api_name(name: str) -> tuple[str, str, int] | None:
+    """(base, direction, count) of an API name as :func:`parse_entry_name` reads it
+    (``Functional.linear.0.forward``), by one split and without its record; ``None`` for any other name."""
+    parts = name.rsplit(".", 2)
+    if len(parts) == 3 and parts[2] in DIRECTIONS and parts[1].isdigit():
+        return parts[0], parts[2], int(parts[1])
+    return None
+
+
 def parse_entry_name(name: str) -> EntryName:
     """Split ``name`` into an :class:`EntryName` (unknown shapes get kind ``"other"``)."""
     parts = name.split(".")

@@ -245,8 +245,6 @@ def apply_verdicts(results: Sequence[JobResult], rules: str,
             if result.rows else result.summary.errors
         first = judgement.first.name if judgement.first is not None else None
         result.summary = dataclasses.replace(result.summary, errors=errors, first_divergent=first, job_first=job_first)
-    for result in results:  # judged: the memory goes to writing the rows
-        result.facts = []
 
 
 def _with_ancestors(names: set[str], facts: Sequence[EntryFacts]) -> set[str]:
