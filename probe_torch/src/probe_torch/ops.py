@@ -141,8 +141,8 @@ class TorchTensorOps(TensorOps):
     def snapshot(self, tensor: torch.Tensor) -> torch.Tensor:
         return tensor.detach().clone()
 
-    def save(self, tensor: torch.Tensor, path: str) -> None:
-        ptfile.save(tensor, path)
+    def save(self, tensor: torch.Tensor, path: str) -> int | None:
+        return ptfile.save(tensor, path)
 
     def encode_other(self, value: Any) -> dict[str, Any] | None:
         if isinstance(value, torch.dtype):

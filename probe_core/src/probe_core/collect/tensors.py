@@ -89,8 +89,9 @@ class TensorOps:
         """A private copy that later in-place changes cannot touch (for saving off-thread)."""
         raise NotImplementedError
 
-    def save(self, tensor: Any, path: str) -> None:
-        """Write a snapshot to ``path`` (loadable safely, e.g. ``torch.load(weights_only=True)``)."""
+    def save(self, tensor: Any, path: str) -> int | None:
+        """Write a snapshot to ``path`` (loadable safely, e.g. ``torch.load(weights_only=True)``); return the
+        bytes written when known (``None``: the writer reads the file's size)."""
         raise NotImplementedError
 
     def encode_other(self, value: Any) -> dict[str, Any] | None:

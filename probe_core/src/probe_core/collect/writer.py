@@ -116,6 +116,7 @@ class StepWriter:
         self._prepared = False
         self._queue_room = threading.Condition()  # signalled as queued snapshots are written
         self._queued_bytes = 0
+        self._checked: set[Path] = set()  # tensor folders safe_dir made and checked (once each, not per file)
 
     @property
     def error(self) -> Exception | None:
@@ -270,15 +271,17 @@ class StepWriter:
 
         self._write_file(path, link, counted=False)
 
-    def _write_file(self, path: Path, write: Callable[[], None], counted: bool = True) -> None:
+    def _write_file(self, path: Path, write: Callable[[], Any], counted: bool = True) -> None:
         try:
             self._prepare()
-            safe_dir(self.dump_root, *path.parent.relative_to(self.dump_root).parts)
+            if path.parent not in self._checked:
+                safe_dir(self.dump_root, *path.parent.relative_to(self.dump_root).parts)
+                self._checked.add(path.parent)
             if path.is_symlink():
                 raise CollectionError(f"{path}: refusing to write through a symbolic link")
-            write()
-            if counted:
-                self.summary.bytes += path.stat().st_size
+            written = write()
+            if counted:  # the size the save returned, else the file's
+                self.summary.bytes += written if isinstance(written, int) else path.stat().st_size
         except Exception as exc:  # a full disk stops the collection at once, not at the step's end
             self._record_error(exc)
             raise
