@@ -321,3 +321,31 @@ def test_csv_field_is_what_the_csv_writer_writes():
         buffer = io.StringIO()
         csv.writer(buffer).writerow(fields)
         assert ",".join(csv_field(f) for f in fields) + "\r\n" == buffer.getvalue(), fields
+
+
+def test_a_run_of_plain_entries_the_verdicts_name_is_written_entry_by_entry(tmp_path, monkeypatch):
+    """With the CSV alone, consecutive plain entries are spooled as one run and written at once; a run that
+    holds an entry the job's verdicts make an error is written entry by entry, that entry marked. The CSV is
+    the row path's."""
+    from probe_core.compare import output
+
+    write_dump(tmp_path / "t" / "rank0", tiny_model_entries(1.01))
+    write_dump(tmp_path / "b" / "rank0", tiny_model_entries())
+    for side in ("t", "b"):  # rank 1: the same on both sides, no verdicts
+        write_dump(tmp_path / side / "rank1", tiny_model_entries())
+    spooled, judged = [], {}  # (spool, a run's entries); spool -> the entries its rank's verdicts name
+    read, write_rank = output.RowSpool.read, engine.write_rank
+    monkeypatch.setattr(output.RowSpool, "read", staticmethod(lambda path: _spy(path, read, spooled)))
+    monkeypatch.setattr(engine, "write_rank", lambda pending, options: judged.update(
+        {pending.spool: set(pending.errors)}) or write_rank(pending, options))
+    _same_both_ways(tmp_path / "t", tmp_path / "b", tmp_path)
+    named = [bool(run & judged[spool]) for spool, run in spooled if run is not None]
+    assert True in named  # a run the verdicts name, written entry by entry
+    assert False in named  # and one written at once (rank 1's)
+
+
+def _spy(path, read, seen):
+    """RowSpool.read, noting (spool, the entries of each run it reads)."""
+    for item in read(path):
+        seen.append((path, set(item[0]) if type(item[0]) is tuple else None))
+        yield item

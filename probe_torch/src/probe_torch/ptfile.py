@@ -11,12 +11,12 @@ tensor's *layout* (dtype, shape, strides, storage offset and size, requires_grad
 settings, so torch writes the archive once per layout, into memory: its records, but the storage's bytes,
 are the layout's :class:`_Template`. A file of that layout is then the template's records around the
 tensor's memory, laid out as torch's writer lays them out: each record's data at the storage alignment, a
-data descriptor after it, then the central directory and its end records (zip64's too), under the file's own archive name (the file name
-without its extension). The storage's CRC-32 comes from zlib-ng at memory speed; the serialization id is
-torch's: the template's hash of the record names, and the hash-combine of the records' CRC-32s. The file is
-``torch.save``'s byte for byte; the tests hold it to that, and each template is checked when it is made:
-rebuilt under torch's in-memory archive name, it must give torch's own bytes, or its layout keeps
-``torch.save``.
+data descriptor after it, then the central directory and its end records (zip64's too), under the file's
+own archive name (the file name without its extension). The storage's CRC-32 comes from zlib-ng at memory
+speed; the serialization id is torch's: the template's hash of the record names, and the hash-combine of
+the records' CRC-32s. The file is ``torch.save``'s byte for byte; the tests hold it to that, and each
+template is checked when it is made: rebuilt under torch's in-memory archive name, it must give torch's
+own bytes, or its layout keeps ``torch.save``.
 
 ``torch.save`` itself writes the file for anything else: a name that is not ASCII, a tensor that is not a
 plain dense tensor in host memory (sparse, quantized, meta, a subclass, one with attributes of its own),

@@ -88,6 +88,17 @@ class EntryOutcome:
     text: str | None = None  # the rendered rows as CSV text (when the CSV alone is written), ``rendered`` then empty
 
 
+@dataclass(slots=True)
+class PlainRun:
+    """Plain entries next to each other in a chunk, when the CSV alone is written: every row passes. Per entry:
+    its facts, its rows' CSV text and their number. The spool keeps a run as one item, and :func:`write_rank`
+    writes it at once unless the job's verdicts name one of its entries."""
+
+    facts: list[EntryFacts]
+    texts: list[str]
+    rows: list[int]
+
+
 @dataclass
 class RankResult:
     label: str
@@ -403,33 +414,43 @@ def _finish(npu: DumpEntry | None, bench: DumpEntry | EntryRef | None, plain: Pl
     return outcome
 
 
-def _finish_chunk(pairs: Sequence[tuple[DumpEntry | None, EntryRef | None]]) -> list[EntryOutcome]:
+def _finish_chunk(pairs: Sequence[tuple[DumpEntry | None, EntryRef | None]]) -> list[EntryOutcome | PlainRun]:
     """Compare a chunk of (target entry, bench ref) pairs: the plain ones as columns (their rows rendered
-    together), the others row by row (their bench entry loaded by its span)."""
+    together; when the CSV alone is written, each run of them is one :class:`PlainRun`), the others row by
+    row (their bench entry loaded by its span)."""
     target: RankDump = _WORKER["target"]
     bench: RankDump = _WORKER["bench"]
     found = _WORKER["columnar"].compare(pairs)
-    outcomes = [_finish(npu, ref, plain) if plain is not None else
-                _finish(target.loaded(npu) if npu is not None else None, bench.load(ref) if ref is not None else None)
-                for (npu, ref), plain in zip(pairs, found)]
     shown = [(npu, plain) for (npu, _), plain in zip(pairs, found) if plain is not None]
     text = not _WORKER["xlsx"]
     rendered = iter(render_plains(shown, _WORKER["columns"], _WORKER["percent"], text))  # type: ignore[arg-type]
-    for outcome, plain in zip(outcomes, found):
+    outcomes: list[EntryOutcome | PlainRun] = []
+    run: PlainRun | None = None
+    for (npu, ref), plain in zip(pairs, found):
         if plain is None:
+            run = None
+            outcomes.append(_finish(target.loaded(npu) if npu is not None else None,
+                                    bench.load(ref) if ref is not None else None))
             continue
-        if text:
-            outcome.text, outcome.results = next(rendered), (PASS,) * plain.count
-        else:
+        if not text:
+            outcome = _finish(npu, ref, plain)
             outcome.rendered = next(rendered)
+            outcomes.append(outcome)
+            continue
+        if run is None:
+            run = PlainRun([], [], [])
+            outcomes.append(run)
+        run.facts.append(plain_facts(npu.index, npu.parent, plain, _WORKER["mode"]))  # type: ignore[union-attr]
+        run.texts.append(next(rendered))
+        run.rows.append(plain.count)
     return _spoolable(outcomes)
 
 
-def _spoolable(outcomes: list[EntryOutcome]) -> list[EntryOutcome]:
+def _spoolable(outcomes: list[EntryOutcome | PlainRun]) -> list[EntryOutcome | PlainRun]:
     """Note each row's result; when the CSV alone is written, format the rows here (in the worker process,
     with ``--workers``): the spool keeps the text."""
     at = _WORKER["result_at"]
-    rendered = [outcome for outcome in outcomes if outcome.text is None]  # plain ones are text already
+    rendered = [outcome for outcome in outcomes if type(outcome) is EntryOutcome and outcome.text is None]
     for outcome in rendered:
         outcome.results = tuple(row[at] for row in outcome.rendered)
     if not _WORKER["xlsx"]:
@@ -438,12 +459,12 @@ def _spoolable(outcomes: list[EntryOutcome]) -> list[EntryOutcome]:
     return outcomes
 
 
-def _compare_chunk(chunk: Sequence[Match]) -> list[EntryOutcome]:
+def _compare_chunk(chunk: Sequence[Match]) -> list[EntryOutcome | PlainRun]:
     target: RankDump = _WORKER["target"]
     return _finish_chunk([(target.load(m.target) if m.target is not None else None, m.bench) for m in chunk])
 
 
-def _stream_outcomes(matcher: Matcher) -> Iterator[EntryOutcome]:
+def _stream_outcomes(matcher: Matcher) -> Iterator[EntryOutcome | PlainRun]:
     """One process: stream the target once, a chunk at a time, with each entry's bench partner's ref."""
     target: RankDump = _WORKER["target"]
     bench: RankDump = _WORKER["bench"]
@@ -469,7 +490,7 @@ def _chunks(items: Sequence[Match], size: int) -> Iterator[Sequence[Match]]:
         yield items[start:start + size]
 
 
-def _iter_outcomes(matches: Sequence[Match], workers: int) -> Iterator[EntryOutcome]:
+def _iter_outcomes(matches: Sequence[Match], workers: int) -> Iterator[EntryOutcome | PlainRun]:
     chunks = _chunks(matches, CHUNK_ENTRIES)
     if workers <= 1 or len(matches) <= CHUNK_ENTRIES:
         for chunk in chunks:
@@ -627,19 +648,26 @@ def _compare_ranks(target: RankDump, bench: RankDump, registry, options: Compare
                    postprocess=columnar.postprocess, columnar=columnar, xlsx=options.xlsx,
                    result_at=columns.index("Result"))
     spool = output.RowSpool(stem)
+    shown = 0
     try:
         for outcome in outcomes:
-            if outcome.result == UNMATCHED:
-                unmatched["target" if outcome.npu_entry is not None else "bench"].append(outcome.name)
-            if outcome.facts is not None:
-                facts.append(outcome.facts)
-            spool.add(outcome.facts.index if outcome.facts is not None else outcome.index, outcome.results,
-                      outcome.text if outcome.text is not None else outcome.rendered)
-            done += 1
-            if advance and done % 64 == 0:
-                advance(64)
+            if type(outcome) is PlainRun:
+                facts += outcome.facts
+                spool.add(tuple(f.index for f in outcome.facts), tuple(outcome.rows), outcome.texts)
+                done += len(outcome.facts)
+            else:
+                if outcome.result == UNMATCHED:
+                    unmatched["target" if outcome.npu_entry is not None else "bench"].append(outcome.name)
+                if outcome.facts is not None:
+                    facts.append(outcome.facts)
+                spool.add(outcome.facts.index if outcome.facts is not None else outcome.index, outcome.results,
+                          outcome.text if outcome.text is not None else outcome.rendered)
+                done += 1
+            if advance and done - shown >= 64:
+                advance(done - shown)
+                shown = done
         if advance:
-            advance(done % 64)
+            advance(done - shown)
     except BaseException:
         spool.discard()
         raise
@@ -661,24 +689,36 @@ def write_rank(pending: PendingRank, options: CompareOptions) -> RankResult:
     counts = {PASS: 0, WARNING: 0, ERROR: 0, UNMATCHED: 0}
     row_counts = dict(counts)
     names = {f.index: f.name for f in pending.facts} if options.tensor_log else {}
+
+    def write_entry(index: int, results: Sequence[str], rows: str | list[list[Any]]) -> None:
+        finding = pending.errors.get(index)
+        judged = finding is not None and finding.kind != "rules"  # the rules marked their rows themselves
+        if type(rows) is str:
+            if not (judged or index in pending.accepted or options.tensor_log):
+                writer.write_text(rows)
+                _count(results, counts, row_counts)
+                return
+            rows = output.csv_rows(rows)
+        if judged:
+            _mark(rows, finding, result_at, message_at)  # type: ignore[arg-type]
+        elif index in pending.accepted:
+            _accept(rows, result_at, message_at)  # type: ignore[arg-type]
+        entry_result = _count([row[result_at] for row in rows], counts, row_counts)
+        if options.tensor_log:  # after the job's verdicts, so the log says what the CSV says
+            output.log_outcome(names.get(index, f"entry {index}"), entry_result, rows, pending.columns)
+        writer.write_rows(rows)  # type: ignore[arg-type]
+
     try:
-        for index, results, rows in output.RowSpool.read(pending.spool):
-            finding = pending.errors.get(index)
-            judged = finding is not None and finding.kind != "rules"  # the rules marked their rows themselves
-            if type(rows) is str:
-                if not (judged or index in pending.accepted or options.tensor_log):
-                    writer.write_text(rows)
-                    _count(results, counts, row_counts)
-                    continue
-                rows = output.csv_rows(rows)
-            if judged:
-                _mark(rows, finding, result_at, message_at)  # type: ignore[arg-type]
-            elif index in pending.accepted:
-                _accept(rows, result_at, message_at)
-            entry_result = _count([row[result_at] for row in rows], counts, row_counts)
-            if options.tensor_log:  # after the job's verdicts, so the log says what the CSV says
-                output.log_outcome(names.get(index, f"entry {index}"), entry_result, rows, pending.columns)
-            writer.write_rows(rows)
+        for key, results, rows in output.RowSpool.read(pending.spool):
+            if type(key) is int:
+                write_entry(key, results, rows)
+            elif options.tensor_log or not (pending.errors.keys().isdisjoint(key) and pending.accepted.isdisjoint(key)):
+                for index, count, text in zip(key, results, rows):  # a PlainRun the verdicts name: entry by entry
+                    write_entry(index, (PASS,) * count, text)
+            else:  # a PlainRun as it is: every row passes
+                writer.write_text("".join(rows))
+                counts[PASS] += len(key)
+                row_counts[PASS] += sum(results)
     finally:
         writer.close()
         pending.spool.unlink(missing_ok=True)

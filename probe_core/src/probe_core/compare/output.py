@@ -84,25 +84,28 @@ class RowSpool:
 
     Each entry is spooled as (key, each row's result, its rows): the rows as CSV text already formatted
     (:func:`csv_texts`; written as they are unless the job's verdicts change a row), or as values when the
-    XLSX, which types its cells, is written too."""
+    XLSX, which types its cells, is written too. A run of entries whose rows all pass is one item: (their
+    keys, their numbers of rows, their texts)."""
 
-    BATCH = 256  # entries per pickle
+    BATCH = 256  # entries per pickle (at least)
 
     def __init__(self, stem: Path) -> None:
         handle, name = tempfile.mkstemp(prefix=f".{stem.name}.", suffix=".rows", dir=stem.parent)
         self.path = Path(name)
         self._file = os.fdopen(handle, "wb")
-        self._batch: list[tuple[int, tuple[str, ...], str | list[list[Any]]]] = []
+        self._batch: list[tuple[Any, tuple[Any, ...], str | list[Any]]] = []
+        self._entries = 0  # entries in the batch (a run holds many)
 
-    def add(self, key: int, results: tuple[str, ...], rows: str | list[list[Any]]) -> None:
+    def add(self, key: int | tuple[int, ...], results: tuple[Any, ...], rows: str | list[Any]) -> None:
         self._batch.append((key, results, rows))
-        if len(self._batch) >= self.BATCH:
+        self._entries += len(key) if type(key) is tuple else 1
+        if self._entries >= self.BATCH:
             self._flush()
 
     def _flush(self) -> None:
         if self._batch:
             pickle.dump(self._batch, self._file, protocol=pickle.HIGHEST_PROTOCOL)
-            self._batch = []
+            self._batch, self._entries = [], 0
 
     def close(self) -> None:
         if not self._file.closed:
