@@ -32,6 +32,7 @@ except ImportError:  # built without a C compiler
     _scan = None
 
 CHUNK = 1 << 22  # 4 MiB per read
+FIRST_CHUNK = 1 << 16  # the first read: the header and first entries are often all a reader wants
 MAX_DEPTH = 200  # deepest nesting the small-file readers accept (probe and msprobe files nest < 20)
 _WHITESPACE = " \t\n\r"
 _decoder = json.JSONDecoder()
@@ -72,14 +73,15 @@ class _Cursor:
         self._mark = (0, 0)
         self.read = 0  # bytes read from the file so far
         self.bad: JsonStreamError | None = None  # invalid UTF-8 met: raised where the valid text ends
+        self._size = min(FIRST_CHUNK, CHUNK)  # bytes the next read asks for
 
     def fill(self) -> bool:
         """Read one more chunk (dropping consumed text); False at end of file."""
         if self.eof:
             return False
-        consumed = self.text[: self.pos]
-        self.base += len(consumed.encode("utf-8")) if not consumed.isascii() else len(consumed)
-        raw = self.handle.read(CHUNK)
+        self.base += self.pos if self.ascii else len(self.text[:self.pos].encode("utf-8"))
+        raw = self.handle.read(self._size)
+        self._size = CHUNK
         self.eof = not raw
         pending = len(self.decoder.getstate()[0])
         try:
