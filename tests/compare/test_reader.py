@@ -32,6 +32,28 @@ def test_streamed_entries_equal_json_load_at_any_chunk_size(monkeypatch, chunk):
         assert [dump.load(r).data for r in reversed(refs)] == list(reversed(reference.values()))
 
 
+def test_entries_streamed_flat_are_the_entries_of_init_and_stay_frozen():
+    """RankDump.entries(known=...) makes its entries with DumpEntry.streamed: each is the entry __init__
+    makes of the same fields (the flat ones read back by their span), and as frozen."""
+    import dataclasses
+
+    from probe_core.compare.columnar import Forms
+    from probe_core.dump import DumpEntry
+
+    dump, forms = RankDump(PT_FILE), Forms()
+    dump.index_with(forms, known=forms.known)  # the skeletons met once, for the entries to come flat
+    with dump:
+        streamed = list(dump.entries(known=forms.known))
+        decoded = {entry.index: entry for entry in dump.entries()}
+        assert any(entry.flat is not None and entry.data is None for entry in streamed)
+        for entry in streamed:
+            fields = {f.name: getattr(entry, f.name) for f in dataclasses.fields(DumpEntry)}
+            assert fields == vars(DumpEntry(**fields))
+            assert dump.loaded(entry) == decoded[entry.index]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        streamed[0].name = "changed"
+
+
 def test_msprobe_pytorch_dump_header_parent_stack_and_leaves():
     (dump,) = discover(PT)
     assert (dump.step, dump.rank, dump.framework, dump.level) == (0, 0, "pytorch", "mix")
