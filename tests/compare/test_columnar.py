@@ -323,6 +323,40 @@ def test_csv_field_is_what_the_csv_writer_writes():
         assert ",".join(csv_field(f) for f in fields) + "\r\n" == buffer.getvalue(), fields
 
 
+@pytest.mark.parametrize("native", [True, False], ids=["C", "Python"])
+def test_join_rows_writes_what_the_csv_writer_writes(monkeypatch, native):
+    """Plain rows are joined a chunk at a time (output.join_rows: in C where built, for ASCII cells): each
+    run of rows is the text csv.writer writes for them."""
+    import csv
+    import io
+    import random
+
+    from probe_core.compare import output
+
+    if native:
+        assert output._reprs is not None  # probe-core was built with its C helper
+    else:
+        monkeypatch.setattr(output, "_reprs", None)
+    rnd = random.Random(5)
+    for alphabet in ('ab ,"\r\n.0', 'ab ,é"'):  # ASCII; and not (the C helper leaves that to Python)
+        for _ in range(300):
+            # two cells at least, as every result row has (csv.writer quotes the one empty cell of a row of one)
+            width, counts = rnd.randint(2, 6), [rnd.randint(1, 4) for _ in range(rnd.randint(1, 5))]
+            rows = [["".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 5))) for _ in range(width)]
+                    for _ in range(sum(counts))]
+            columns = [[output.csv_field(row[c]) for row in rows] for c in range(width)]
+            texts, at = [], 0
+            for count in counts:
+                buffer = io.StringIO()
+                csv.writer(buffer).writerows(rows[at:at + count])
+                texts.append(buffer.getvalue())
+                at += count
+            assert output.join_rows(columns, counts) == texts, (rows, counts)
+    if native:
+        with pytest.raises(ValueError):  # counts that do not sum to the rows
+            output._reprs.join_rows([["a", "b"]], [1])
+
+
 def test_a_run_of_plain_entries_the_verdicts_name_is_written_entry_by_entry(tmp_path, monkeypatch):
     """With the CSV alone, consecutive plain entries are spooled as one run and written at once; a run that
     holds an entry the job's verdicts make an error is written entry by entry, that entry marked. The CSV is

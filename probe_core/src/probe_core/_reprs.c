@@ -1,4 +1,5 @@
-/* repr() of many numbers at once, from msgspec's JSON text of them.
+/* repr() of many numbers at once, from msgspec's JSON text of them; and CSV rows joined from columns of cells
+ * (join_rows, at the end).
  *
  * reprs(encoded, values[, suffix[, zero]]) -> list of str
  *   values:  a list of floats and ints (no bools);
@@ -200,9 +201,84 @@ ascii:
     return NULL;
 }
 
+/* join_rows(columns, counts) -> list of str
+ *   columns: a list of lists of ASCII str, each holding one cell of every row (the same number of rows);
+ *   counts:  how many rows each text holds, in order (summing to the number of rows).
+ * Each text is its rows, each row its cells joined by ',' and ended by "\r\n": what
+ * "".join(",".join(row) + "\r\n" for row in rows) makes, without a tuple and a str per row. Raises
+ * ValueError for anything else (a cell that is not an ASCII str, lengths that disagree): the caller then
+ * joins them itself. */
+static PyObject *join_rows(PyObject *self, PyObject *args) {
+    PyObject *columns, *counts;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &columns, &PyList_Type, &counts))
+        return NULL;
+    Py_ssize_t width = PyList_GET_SIZE(columns), rows = -1;
+    for (Py_ssize_t c = 0; c < width; c++) {
+        PyObject *column = PyList_GET_ITEM(columns, c);
+        if (!PyList_CheckExact(column) || (rows >= 0 && PyList_GET_SIZE(column) != rows))
+            goto bad;
+        rows = PyList_GET_SIZE(column);
+    }
+    if (width == 0)
+        goto bad;
+    Py_ssize_t texts = PyList_GET_SIZE(counts), row = 0;
+    PyObject *out = PyList_New(texts);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t t = 0; t < texts; t++) {
+        Py_ssize_t n = PyLong_AsSsize_t(PyList_GET_ITEM(counts, t));
+        if (n < 0 || n > rows - row) {
+            Py_DECREF(out);
+            if (!PyErr_Occurred())
+                goto bad;
+            return NULL;
+        }
+        Py_ssize_t length = n * (width + 1);  /* the commas and each row's "\r\n" */
+        for (Py_ssize_t c = 0; c < width; c++) {
+            PyObject *column = PyList_GET_ITEM(columns, c);
+            for (Py_ssize_t r = row; r < row + n; r++) {
+                PyObject *cell = PyList_GET_ITEM(column, r);
+                if (!PyUnicode_CheckExact(cell) || !PyUnicode_IS_ASCII(cell)) {
+                    Py_DECREF(out);
+                    goto bad;
+                }
+                length += PyUnicode_GET_LENGTH(cell);
+            }
+        }
+        PyObject *text = PyUnicode_New(length, 127);
+        if (text == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_UCS1 *at = PyUnicode_1BYTE_DATA(text);
+        for (Py_ssize_t r = row; r < row + n; r++) {
+            for (Py_ssize_t c = 0; c < width; c++) {
+                PyObject *cell = PyList_GET_ITEM(PyList_GET_ITEM(columns, c), r);
+                Py_ssize_t size = PyUnicode_GET_LENGTH(cell);
+                memcpy(at, PyUnicode_1BYTE_DATA(cell), size);
+                at += size;
+                *at++ = c + 1 < width ? ',' : '\r';
+            }
+            *at++ = '\n';
+        }
+        PyList_SET_ITEM(out, t, text);
+        row += n;
+    }
+    if (row != rows) {
+        Py_DECREF(out);
+        goto bad;
+    }
+    return out;
+bad:
+    PyErr_SetString(PyExc_ValueError, "join_rows: columns of ASCII str of one length, and counts summing to it");
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"reprs", reprs, METH_VARARGS, "reprs(encoded, values[, suffix[, zero]]) -> [repr(v) + suffix for v in values]: "
                                    "see the module's source"},
+    {"join_rows", join_rows, METH_VARARGS, "join_rows(columns, counts) -> the CSV text of each count of rows: "
+                                           "see the module's source"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -304,17 +304,13 @@ def render_plains(entries: Sequence[tuple[DumpEntry, Plain]], columns: Sequence[
         cells.append([output.csv_field(data_name) if text else data_name] * count)
     for col in extra_cols:
         cells.append(_metric_cells(metrics.get(col), col in percent, False, text, count))
-    out, end = [], 0
     if text:
-        lines = list(map(",".join, zip(*cells)))
-        for plain in plains:
-            start, end = end, end + plain.count
-            out.append("\r\n".join(lines[start:end]) + "\r\n")
-    else:
-        rows = list(map(list, zip(*cells)))
-        for plain in plains:
-            start, end = end, end + plain.count
-            out.append(rows[start:end])
+        return output.join_rows(cells, [plain.count for plain in plains])
+    out, end = [], 0
+    rows = list(map(list, zip(*cells)))
+    for plain in plains:
+        start, end = end, end + plain.count
+        out.append(rows[start:end])
     return out
 
 

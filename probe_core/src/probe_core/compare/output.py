@@ -29,6 +29,11 @@ from probe_core.compare.rules import ERROR, WARNING
 from probe_core.compare.xlsx import StreamingXlsx
 from probe_core.modes import DataMode
 
+try:
+    from probe_core import _reprs  # the C helper: join_rows
+except ImportError:  # built without a C compiler
+    _reprs = None
+
 BASIC_INFO = ("NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape",
               "NPU Requires_grad", "Bench Requires_grad")
 SUMMARY_INFO = ("NPU max", "NPU min", "NPU mean", "NPU l2norm", "Bench max", "Bench min", "Bench mean", "Bench l2norm")
@@ -149,6 +154,23 @@ def needs_quoting(text: str) -> bool:
     """Whether :func:`csv_field` quotes ``text`` (or a cell of it, for texts joined by a character it does
     not quote)."""
     return _QUOTED.search(text) is not None
+
+
+def join_rows(columns: list[list[str]], counts: list[int]) -> list[str]:
+    """The CSV text of each ``counts`` run of rows whose cells (CSV fields already) ``columns`` hold, column by
+    column: a row's cells joined by ``,``, each row ended by ``\r\n``. In C (``probe_core._reprs``) when it is
+    built and every cell is ASCII."""
+    if _reprs is not None:
+        try:
+            return _reprs.join_rows(columns, counts)
+        except ValueError:  # a cell that is not ASCII: joined here
+            pass
+    lines = list(map(",".join, zip(*columns)))
+    texts, end = [], 0
+    for count in counts:
+        start, end = end, end + count
+        texts.append("\r\n".join(lines[start:end]) + "\r\n")
+    return texts
 
 
 def csv_rows(text: str) -> list[list[Any]]:
