@@ -8,8 +8,10 @@ factory: ``TARGETS[name](settings)`` returns a callable that runs the property u
 
 from __future__ import annotations
 
+import atexit
 import io
 import json
+import shutil
 import tempfile
 import warnings
 import zipfile
@@ -81,6 +83,7 @@ _CACHE: dict[str, Any] = {}
 def _base(mode: str = "statistics") -> Path:
     if mode not in _CACHE:
         root = Path(tempfile.mkdtemp(prefix=f"probe-fuzz-{mode}-"))
+        atexit.register(shutil.rmtree, root, True)  # removed when the process ends
         write_dump(root / "bench", tiny_model_entries(), mode)
         write_dump(root / "target", tiny_model_entries(), mode)
         _CACHE[mode] = root
@@ -107,8 +110,6 @@ def _graph(folder: Path) -> None:
 
 
 def _copy_side(src: Path, dst: Path) -> None:
-    import shutil
-
     shutil.copytree(src, dst)
 
 
