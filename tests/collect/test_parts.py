@@ -233,6 +233,25 @@ def test_writer_journals_each_batch_before_the_step_ends(tmp_path):
         {"0": [["Torch.add.0.forward"], ["File f.py, line 0, in g, \n x"]]}
 
 
+def test_an_interruption_marks_the_step_being_recorded_not_one_still_being_written(tmp_path):
+    """SIGTERM during step 1 while the writer thread has not yet written step 0's files: step 0 is complete
+    and stays unmarked; step 1 is partial."""
+    writer, gate = _writer(tmp_path), threading.Event()
+    writer.write([Pending("e", "Torch.add.0.forward", {}, None, False, None)], lambda: None)
+    writer._run(gate.wait)  # the writer thread is busy: step 0's files wait behind this
+    writer.end_step()
+    writer.begin_step(1, 0)
+    writer.write([Pending("e", "Torch.add.0.forward", {}, None, False, None)], lambda: None)
+    writer.interrupted = "SIGTERM"  # what the collection's signal handler sets
+    assert writer.interrupted == "SIGTERM"
+    gate.set()
+    writer.end_step()
+    writer.close()
+    headers = [json.loads((tmp_path / f"step{step}" / "rank0" / "dump.json").read_text()) for step in (0, 1)]
+    assert "partial" not in headers[0] and "interrupted" not in headers[0]
+    assert headers[1]["partial"] is True and headers[1]["interrupted"] == "SIGTERM"
+
+
 def test_writer_close_raises_its_first_error(tmp_path):
     def broken(tensor: Any, path: str) -> None:
         raise OSError("disk full")

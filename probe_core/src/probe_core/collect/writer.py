@@ -70,6 +70,7 @@ class _StepState:
     stacks_written: set[int] = field(default_factory=set)
     saves: list[Future] = field(default_factory=list)
     entries: int = 0
+    interrupted: str | None = None  # the signal (SIGTERM/SIGINT) that ended the run in this step
 
 
 class StepWriter:
@@ -108,15 +109,24 @@ class StepWriter:
         self._errors: list[Exception] = []
         self._state: _StepState | None = None
         self._last: Future | None = None  # the batch submitted last (see sync)
-        #: set when the run is interrupted (SIGTERM/SIGINT): the step being written is marked partial
-        self.interrupted: str | None = None
         #: called once before the first file is written (the run lock of the dump path)
         self.before_write: Callable[[], None] | None = None
         self._prepare_lock = threading.Lock()
         self._prepared = False
         self._queue_room = threading.Condition()  # signalled as queued snapshots are written
         self._queued_bytes = 0
-        self._checked: set[Path] = set()  # tensor folders safe_dir made and checked (once each, not per file)
+        self._checked: Path | None = None  # the tensor folder safe_dir made and checked last (once, not per file)
+
+    @property
+    def interrupted(self) -> str | None:
+        """The signal (SIGTERM/SIGINT) that interrupted the step being recorded, which is then marked partial;
+        a step recorded before it and still being written is not."""
+        return self._state.interrupted if self._state is not None else None
+
+    @interrupted.setter
+    def interrupted(self, name: str | None) -> None:
+        if self._state is not None:
+            self._state.interrupted = name
 
     @property
     def error(self) -> Exception | None:
@@ -206,8 +216,8 @@ class StepWriter:
     def _header(self, state: _StepState) -> dict[str, Any]:
         data_dir = str(state.rank_dir / "dump_tensor_data") if self._saves_tensors else None
         header = {**self._header_base, "dump_data_dir": data_dir}
-        if self.interrupted:
-            header.update(partial=True, interrupted=self.interrupted)
+        if state.interrupted:
+            header.update(partial=True, interrupted=state.interrupted)
         return header
 
     def _finish_step(self, state: _StepState) -> None:
@@ -274,9 +284,9 @@ class StepWriter:
     def _write_file(self, path: Path, write: Callable[[], Any], counted: bool = True) -> None:
         try:
             self._prepare()
-            if path.parent not in self._checked:
+            if path.parent != self._checked:
                 safe_dir(self.dump_root, *path.parent.relative_to(self.dump_root).parts)
-                self._checked.add(path.parent)
+                self._checked = path.parent
             if path.is_symlink():
                 raise CollectionError(f"{path}: refusing to write through a symbolic link")
             written = write()
