@@ -10,6 +10,10 @@ its ratios print beside probe's.
 
     .venv/bin/python benchmarks/dump_overhead.py [--hidden 1024 --layers 4 --batch 16 --seq 128 --steps 20]
 
+Tensor mode writes ~1 GB a step, and its ratios depend on the page cache it meets: with the cache already
+full of other files (11 GB after a 15 GiB compare benchmark, 2026-11-27), reclaiming it made probe 6.5x and
+msprobe 13.8x; the same code after ``sync; echo 3 > /proc/sys/vm/drop_caches`` gave 4.3x and 11.9x.
+
 The cost of journaling every record before the next top-level call returns (issue 11, item 5), measured
 with ``--hidden 256 --layers 4 --batch 8 --seq 64 --steps 25`` on the busy 2-core box, CPU ratios, runs of
 the old policy (a flush per top-level module or per 128 entries) alternating with the new one: L0
