@@ -66,7 +66,6 @@ class EntryName:
         return self.full
 
 
-@lru_cache(maxsize=1 << 16)
 def common_api_name(name: str) -> tuple[str, str, int] | None:
     """(base, direction, count) of an API name as :func:`parse_entry_name` reads it
     (``Functional.linear.0.forward``), by one split and without its record; ``None`` for any other name."""
@@ -76,6 +75,7 @@ def common_api_name(name: str) -> tuple[str, str, int] | None:
     return None
 
 
+@lru_cache(maxsize=1 << 16)
 def parse_entry_name(name: str) -> EntryName:
     """Split ``name`` into an :class:`EntryName` (unknown shapes get kind ``"other"``)."""
     parts = name.split(".")
