@@ -274,11 +274,258 @@ bad:
     return NULL;
 }
 
+/* tables_json(tables, extras, floats) -> list of str
+ *   tables: a list of dicts {tensor key: {field: value}}, a graph node's input or output descriptions;
+ *   extras: for each table, None or {tensor key: {metric: str}} (compare columns merged into a description);
+ *   floats: the text of every float field of the tables, in order (probe_core.graph.vis_db.table_floats).
+ * Each text is what probe_core.graph.vis_db.format_table(table, extra, iter(floats)) returns: every field
+ * as text (a float's from floats, None as "null", a str as it is, anything else its str()), a scalar's
+ * value repeated as Max/Min/Mean/Norm with its dtype and shape, requires_grad and data_name defaults, the
+ * extra columns merged in, all written as compact JSON (as msgspec writes it). Raises ValueError for what
+ * it does not write (a non-ASCII text, a key that is not a str, too few floats): the caller then formats
+ * the tables itself. */
+typedef struct {
+    char *data;
+    Py_ssize_t size, capacity;
+} Buffer;
+
+static int reserve(Buffer *b, Py_ssize_t more) {
+    if (b->size + more <= b->capacity)
+        return 0;
+    Py_ssize_t capacity = b->capacity ? b->capacity : 1024;
+    while (capacity < b->size + more)
+        capacity *= 2;
+    char *data = PyMem_Realloc(b->data, capacity);
+    if (data == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->data = data;
+    b->capacity = capacity;
+    return 0;
+}
+
+static int put(Buffer *b, const char *text, Py_ssize_t size) {
+    if (reserve(b, size) < 0)
+        return -1;
+    memcpy(b->data + b->size, text, size);
+    b->size += size;
+    return 0;
+}
+
+/* A JSON string of the ASCII str `text`, escaped as msgspec escapes it; -2 for a text it does not write. */
+static int put_string(Buffer *b, PyObject *text) {
+    static const char hex[] = "0123456789abcdef";
+    if (!PyUnicode_CheckExact(text) || !PyUnicode_IS_ASCII(text))
+        return -2;
+    Py_ssize_t size = PyUnicode_GET_LENGTH(text);
+    const Py_UCS1 *chars = PyUnicode_1BYTE_DATA(text);
+    if (reserve(b, 6 * size + 2) < 0)
+        return -1;
+    char *at = b->data + b->size;
+    *at++ = '"';
+    for (Py_ssize_t i = 0; i < size; i++) {
+        unsigned char ch = chars[i];
+        if (ch >= 0x20 && ch != '"' && ch != '\\') {
+            *at++ = ch;
+            continue;
+        }
+        *at++ = '\\';
+        switch (ch) {
+        case '"': *at++ = '"'; break;
+        case '\\': *at++ = '\\'; break;
+        case '\b': *at++ = 'b'; break;
+        case '\t': *at++ = 't'; break;
+        case '\n': *at++ = 'n'; break;
+        case '\f': *at++ = 'f'; break;
+        case '\r': *at++ = 'r'; break;
+        default:
+            *at++ = 'u'; *at++ = '0'; *at++ = '0'; *at++ = hex[ch >> 4]; *at++ = hex[ch & 15];
+        }
+    }
+    *at++ = '"';
+    b->size = at - b->data;
+    return 0;
+}
+
+/* The shown description of `value` (a new dict of str), as vis_db.format_value makes it; NULL with
+ * ValueError set for what it does not handle. */
+static PyObject *shown_value(PyObject *value, PyObject *floats, Py_ssize_t *next) {
+    if (!PyDict_CheckExact(value))
+        return NULL;
+    PyObject *shown = PyDict_New(), *key, *item;
+    if (shown == NULL)
+        return NULL;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(value, &pos, &key, &item)) {
+        PyObject *text;
+        if (PyFloat_CheckExact(item)) {
+            if (*next >= PyList_GET_SIZE(floats))
+                goto fail;
+            text = PyList_GET_ITEM(floats, (*next)++);
+            Py_INCREF(text);
+        } else if (item == Py_None) {
+            text = PyUnicode_FromString("null");
+        } else {
+            text = PyObject_Str(item);
+        }
+        if (text == NULL || PyDict_SetItem(shown, key, text) < 0) {
+            Py_XDECREF(text);
+            goto fail;
+        }
+        Py_DECREF(text);
+    }
+    static PyObject *max_key, *value_key, *type_key, *grad_key, *name_key, *null_text, *minus_one, *stat_keys[3],
+        *dtype_key, *shape_key, *empty_shape;
+    if (max_key == NULL) {
+        max_key = PyUnicode_InternFromString("Max");
+        value_key = PyUnicode_InternFromString("value");
+        type_key = PyUnicode_InternFromString("type");
+        grad_key = PyUnicode_InternFromString("requires_grad");
+        name_key = PyUnicode_InternFromString("data_name");
+        null_text = PyUnicode_InternFromString("null");
+        minus_one = PyUnicode_InternFromString("-1");
+        stat_keys[0] = PyUnicode_InternFromString("Min");
+        stat_keys[1] = PyUnicode_InternFromString("Mean");
+        stat_keys[2] = PyUnicode_InternFromString("Norm");
+        dtype_key = PyUnicode_InternFromString("dtype");
+        shape_key = PyUnicode_InternFromString("shape");
+        empty_shape = PyUnicode_InternFromString("[]");
+        if (empty_shape == NULL)
+            goto fail;
+    }
+    int has = PyDict_Contains(value, max_key);
+    if (has < 0)
+        goto fail;
+    if (!has) {
+        PyObject *scalar = PyDict_GetItemWithError(value, value_key);
+        if (scalar == NULL && PyErr_Occurred())
+            goto fail;
+        if (PyDict_GET_SIZE(value) == 1 && scalar == Py_None)
+            return shown;  /* {"value": null}: as it is */
+        if (scalar != NULL && (PyFloat_Check(scalar) || PyLong_Check(scalar)) && !PyBool_Check(scalar)) {
+            PyObject *text = PyDict_GetItemWithError(shown, value_key), *kind, *dtype;
+            if (text == NULL || PyDict_SetItem(shown, max_key, text) < 0)
+                goto fail;
+            for (int i = 0; i < 3; i++)
+                if (PyDict_SetItem(shown, stat_keys[i], text) < 0)
+                    goto fail;
+            kind = PyDict_GetItemWithError(value, type_key);
+            if (kind == NULL && PyErr_Occurred())
+                goto fail;
+            dtype = PyUnicode_FromFormat("<class %S>", kind ? kind : Py_None);
+            if (dtype == NULL || PyDict_SetItem(shown, dtype_key, dtype) < 0) {
+                Py_XDECREF(dtype);
+                goto fail;
+            }
+            Py_DECREF(dtype);
+            if (PyDict_SetItem(shown, shape_key, empty_shape) < 0)
+                goto fail;
+        }
+    }
+    if (PyDict_SetDefault(shown, grad_key, null_text) == NULL || PyDict_SetDefault(shown, name_key, minus_one) == NULL)
+        goto fail;
+    return shown;
+fail:
+    Py_DECREF(shown);
+    return NULL;
+}
+
+static int put_table(Buffer *b, PyObject *table, PyObject *extra, PyObject *floats, Py_ssize_t *next) {
+    if (!PyDict_CheckExact(table) || (extra != Py_None && !PyDict_CheckExact(extra)))
+        return -2;
+    if (PyDict_GET_SIZE(table) == 0)
+        return put(b, "{}", 2);
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    int first = 1;
+    if (put(b, "{", 1) < 0)
+        return -1;
+    while (PyDict_Next(table, &pos, &key, &value)) {
+        PyObject *shown = shown_value(value, floats, next);
+        if (shown == NULL)
+            return PyErr_Occurred() ? -1 : -2;
+        if (extra != Py_None) {
+            PyObject *more = PyDict_GetItemWithError(extra, key);
+            int truth = more != NULL ? PyObject_IsTrue(more) : 0;
+            if ((more == NULL && PyErr_Occurred()) || truth < 0 || (truth && PyDict_Update(shown, more) < 0)) {
+                Py_DECREF(shown);
+                return -1;
+            }
+        }
+        int status = put(b, first ? "" : ",", first ? 0 : 1);
+        first = 0;
+        if (status == 0)
+            status = put_string(b, key);
+        if (status == 0)
+            status = put(b, ":{", 2);
+        PyObject *field, *text;
+        Py_ssize_t at = 0;
+        int inner = 1;
+        while (status == 0 && PyDict_Next(shown, &at, &field, &text)) {
+            if (!inner)
+                status = put(b, ",", 1);
+            inner = 0;
+            if (status == 0)
+                status = put_string(b, field);
+            if (status == 0)
+                status = put(b, ":", 1);
+            if (status == 0)
+                status = put_string(b, text);
+        }
+        Py_DECREF(shown);
+        if (status == 0)
+            status = put(b, "}", 1);
+        if (status != 0)
+            return status;
+    }
+    return put(b, "}", 1);
+}
+
+static PyObject *tables_json(PyObject *self, PyObject *args) {
+    PyObject *tables, *extras, *floats;
+    if (!PyArg_ParseTuple(args, "O!O!O!", &PyList_Type, &tables, &PyList_Type, &extras, &PyList_Type, &floats))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(tables), next = 0;
+    if (PyList_GET_SIZE(extras) != n)
+        goto bad;
+    PyObject *out = PyList_New(n);
+    if (out == NULL)
+        return NULL;
+    Buffer b = {NULL, 0, 0};
+    for (Py_ssize_t i = 0; i < n; i++) {
+        b.size = 0;
+        int status = put_table(&b, PyList_GET_ITEM(tables, i), PyList_GET_ITEM(extras, i), floats, &next);
+        PyObject *text = status == 0 ? PyUnicode_New(b.size, 127) : NULL;
+        if (text == NULL) {
+            PyMem_Free(b.data);
+            Py_DECREF(out);
+            if (status == -2)
+                goto bad;
+            return NULL;
+        }
+        memcpy(PyUnicode_1BYTE_DATA(text), b.data, b.size);
+        PyList_SET_ITEM(out, i, text);
+    }
+    PyMem_Free(b.data);
+    if (next != PyList_GET_SIZE(floats)) {
+        Py_DECREF(out);
+        goto bad;
+    }
+    return out;
+bad:
+    PyErr_SetString(PyExc_ValueError, "tables_json: tables of str-keyed descriptions, ASCII text, one float text "
+                                      "per float field");
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"reprs", reprs, METH_VARARGS, "reprs(encoded, values[, suffix[, zero]]) -> [repr(v) + suffix for v in values]: "
                                    "see the module's source"},
     {"join_rows", join_rows, METH_VARARGS, "join_rows(columns, counts) -> the CSV text of each count of rows: "
                                            "see the module's source"},
+    {"tables_json", tables_json, METH_VARARGS, "tables_json(tables, extras, floats) -> the viewer's JSON text of "
+                                               "each table: see the module's source"},
     {NULL, NULL, 0, NULL},
 };
 

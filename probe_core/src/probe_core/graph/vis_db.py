@@ -21,6 +21,11 @@ from typing import Any
 
 from probe_core.errors import GraphError
 from probe_core.fastjson import dumps, float_texts
+
+try:
+    from probe_core._reprs import tables_json
+except ImportError:  # built without a C compiler
+    tables_json = None
 from probe_core.graph.model import Graph, TensorTable
 
 NODE_COLUMNS = (
@@ -96,6 +101,18 @@ def format_table(table: TensorTable, metrics: dict[str, dict[str, Any]] | None =
                 shown.update(extra)
         out[key] = shown
     return dumps(out)
+
+
+def format_tables(tables: list[TensorTable], metrics: list[dict[str, dict[str, Any]] | None]) -> list[str]:
+    """:func:`format_table` of each table with its metrics, in one C call where the extension is built."""
+    floats = table_floats(tables)
+    if tables_json is not None:
+        try:
+            return tables_json(tables, metrics, floats)
+        except ValueError:  # non-ASCII text, or keys that are not str: the tables as format_table writes them
+            pass
+    texts = iter(floats)
+    return [format_table(table, extra, texts) for table, extra in zip(tables, metrics)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,8 +194,10 @@ class GraphRows:
         nodes = list(graph.walk())
         for start in range(0, len(nodes), ROWS_CHUNK):
             chunk = nodes[start:start + ROWS_CHUNK]
-            floats = iter(table_floats(table for node in chunk for table in (node.inputs, node.outputs)))
             shown = self._shown(chunk)
+            node_metrics = [shown.get(node.name) for node in chunk]
+            texts = iter(format_tables([table for node in chunk for table in (node.inputs, node.outputs)],
+                                       [extra for extra in node_metrics for _ in (0, 1)]))
             for order, node in enumerate(chunk, start):
                 stack_id = stack_ids.get(node.stack)
                 if stack_id is None:
@@ -186,14 +205,13 @@ class GraphRows:
                     self.stacks.append((stack_id, dumps(list(node.stack))))
                 matched = node.matched
                 link = dumps(matched.ancestors() + [matched.name]) if matched is not None else "[]"
-                node_metrics = shown.get(node.name)
                 yield (
                     f"{graph_id}_{node.name}", graph_id, order, node.name, str(int(node.kind)),
                     node.parent.name if node.parent is not None else "",
                     dumps([child.name for child in node.children]) if node.children else "",
                     node.precision_index, node.overflow_level, node.micro_step, link, stack_id,
                     json.dumps(node.merge_info) if node.merge_info else "", "{}", 0,
-                    format_table(node.inputs, node_metrics, floats), format_table(node.outputs, node_metrics, floats),
+                    next(texts), next(texts),
                     graph.source, graph.dump_dir, graph.step, graph.rank,
                     1 if node.name.startswith("Distributed.") else 0,
                 )

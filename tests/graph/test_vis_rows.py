@@ -1,0 +1,78 @@
+"""The viewer's input/output columns: the C writer (``probe_core._reprs.tables_json``) gives format_table's text."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from probe_core.graph import vis_db
+
+TENSOR = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [8, 64], "Max": 1.5, "Min": -2.25e-07,
+          "Mean": float("nan"), "Norm": float("inf"), "requires_grad": True}
+TABLES = [
+    {},
+    {"input.0": TENSOR, "input.1": {"type": "int", "value": 3}, "input.2": {"type": "float", "value": -1e16}},
+    {"output.0": {"value": None}, "output.1": {"type": "bool", "value": True},
+     "output.2": {"type": "slice", "value": [1, None, 2]}, "output.3": {"type": "str", "value": 'a"b\\c\n\x01\x7f'}},
+    {"input.0": {**TENSOR, "data_name": "Functional.add.0.forward.input.0.pt", "Max": None}},
+    {"kwargs.x": {"type": "torch.Tensor", "dtype": "torch.bfloat16", "shape": [], "Max": 0.0, "Min": -0.0,
+                  "Mean": 1e-05, "Norm": 123456789.125, "md5": "0123abcd"}},
+]
+METRICS = [None, {"input.0": {"MaxAbsErr": "0.5", "Max": "overridden", "Requires": "x"}, "input.9": {"a": "b"}},
+           {"output.3": {}}, {"input.0": {"Cosine": "1.0"}}, None]
+
+
+def python_texts(tables, metrics):
+    texts = iter(vis_db.table_floats(tables))
+    return [vis_db.format_table(table, extra, texts) for table, extra in zip(tables, metrics)]
+
+
+def test_tables_json_writes_format_tables_text():
+    assert vis_db.tables_json is not None, "probe_core._reprs was not built (no C compiler?)"
+    floats = vis_db.table_floats(TABLES)
+    written = vis_db.tables_json(TABLES, METRICS, floats)
+    assert written == python_texts(TABLES, METRICS)
+    shown = json.loads(written[1])
+    assert shown["input.0"]["Max"] == "overridden" and shown["input.0"]["MaxAbsErr"] == "0.5"
+    assert shown["input.1"] == {"type": "int", "value": "3", "Max": "3", "Min": "3", "Mean": "3", "Norm": "3",
+                                "dtype": "<class int>", "shape": "[]", "requires_grad": "null", "data_name": "-1"}
+    assert json.loads(written[2])["output.0"] == {"value": "null"}
+    assert vis_db.format_tables(TABLES, METRICS) == written
+
+
+def test_tables_json_refuses_what_it_does_not_write(monkeypatch):
+    tables = [{"input.0": {**TENSOR, "dtype": "torch.float32é"}}]
+    with pytest.raises(ValueError):
+        vis_db.tables_json(tables, [None], vis_db.table_floats(tables))
+    with pytest.raises(ValueError):  # a float short
+        vis_db.tables_json(TABLES, METRICS, vis_db.table_floats(TABLES)[:-1])
+    assert vis_db.format_tables(tables, [None]) == python_texts(tables, [None])  # falls back to Python
+    monkeypatch.setattr(vis_db, "tables_json", None)
+    assert vis_db.format_tables(TABLES, METRICS) == python_texts(TABLES, METRICS)
+
+
+scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True),
+                    st.text(max_size=6), st.lists(st.integers(0, 9), max_size=3))
+descriptions = st.dictionaries(st.sampled_from(["type", "dtype", "shape", "Max", "Min", "Mean", "Norm", "value",
+                                                "requires_grad", "data_name", "md5"]), scalars, max_size=8)
+tables = st.dictionaries(st.text(max_size=8), descriptions, max_size=4)
+extras = st.one_of(st.none(), st.dictionaries(st.text(max_size=8), st.dictionaries(st.text(max_size=4),
+                                                                                     st.text(max_size=4), max_size=3)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(tables, extras), max_size=5))
+def test_format_tables_equals_format_table(pairs):
+    chosen = [table for table, _ in pairs]
+    metrics = [extra for _, extra in pairs]
+    expected = python_texts(chosen, metrics)
+    assert vis_db.format_tables(chosen, metrics) == expected
+    try:
+        assert vis_db.tables_json(chosen, metrics, vis_db.table_floats(chosen)) == expected
+    except ValueError:  # refused only for text beyond ASCII
+        assert not "".join(expected).isascii()
+    for text in expected:  # the viewer reads every column as JSON
+        assert isinstance(json.loads(text), dict)
