@@ -357,6 +357,53 @@ def test_join_rows_writes_what_the_csv_writer_writes(monkeypatch, native):
             output._reprs.join_rows([["a", "b"]], [1])
 
 
+@pytest.mark.parametrize("native", [True, False], ids=["C", "Python"])
+def test_join_rows_writes_blocks_of_numbers_as_repr(monkeypatch, native):
+    """Columns of numbers (output.Numbers: a block of columns, row-major; a suffix; a text for zero) are
+    written as csv.writer writes repr of each, between text columns, without a str per number in C."""
+    import csv
+    import io
+    import random
+
+    from probe_core.compare import output
+
+    if native:
+        assert output._reprs is not None
+    else:
+        monkeypatch.setattr(output, "_reprs", None)
+    rnd = random.Random(11)
+    specials = [0.0, -0.0, float("nan"), float("inf"), -float("inf"), 1e-05, 1e16, 1.5e+300, 5e-324, 0.0001,
+                123456789012345.6, 3, -7, 0, 2**63 - 1, 2**70, 0.1 + 0.2]
+
+    def number():
+        return rnd.choice(specials) if rnd.random() < 0.4 else rnd.uniform(-1, 1) * 10.0 ** rnd.randint(-30, 30)
+
+    for _ in range(300):
+        counts = [rnd.randint(1, 4) for _ in range(rnd.randint(1, 4))]
+        n = sum(counts)
+        width = rnd.randint(1, 4)
+        block = [number() for _ in range(n * width)]
+        percent = [number() for _ in range(n)]
+        zero = rnd.choice([None, "0%"])
+        names = [rnd.choice(["a", "b,c", 'd"e']) for _ in range(n)]
+        rows = [[names[r], *(repr(v) for v in block[r * width:(r + 1) * width]),
+                 zero if zero is not None and percent[r] == 0 else repr(percent[r]) + "%"] for r in range(n)]
+        texts, at = [], 0
+        for count in counts:
+            buffer = io.StringIO()
+            csv.writer(buffer).writerows(rows[at:at + count])
+            texts.append(buffer.getvalue())
+            at += count
+        columns = [[output.csv_field(name) for name in names], output.Numbers(block, width),
+                   output.Numbers(percent, 1, "%", zero)]
+        assert output.join_rows(columns, counts) == texts, (rows, counts)
+    if native:  # a block whose text is not its numbers, or of another number of rows
+        with pytest.raises(ValueError):
+            output._reprs.join_rows([["a"], (b"[1.0,2.0]", [1.0], 1, "", None)], [1])
+        with pytest.raises(ValueError):
+            output._reprs.join_rows([["a"], (b"[1.0,2.0]", [1.0, 2.0], 1, "", None)], [1])
+
+
 def test_a_run_of_plain_entries_the_verdicts_name_is_written_entry_by_entry(tmp_path, monkeypatch):
     """With the CSV alone, consecutive plain entries are spooled as one run and written at once; a run that
     holds an entry the job's verdicts make an error is written entry by entry, that entry marked. The CSV is

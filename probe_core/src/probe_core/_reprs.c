@@ -202,60 +202,191 @@ ascii:
 }
 
 /* join_rows(columns, counts) -> list of str
- *   columns: a list of lists of ASCII str, each holding one cell of every row (the same number of rows);
+ *   columns: the row cells, column by column, each part either
+ *            - a list of ASCII str, one cell of every row, or
+ *            - a block of numbers (encoded, values, width, suffix, zero): `width` columns at once, row-major
+ *              (values[r * width + k] is row r's cell k), each cell repr(value) + suffix (zero instead for a
+ *              value equal to zero, when not None), encoded being msgspec.json.encode(values), as reprs
+ *              reads it;
+ *            every column holding the same number of rows;
  *   counts:  how many rows each text holds, in order (summing to the number of rows).
  * Each text is its rows, each row its cells joined by ',' and ended by "\r\n": what
- * "".join(",".join(row) + "\r\n" for row in rows) makes, without a tuple and a str per row. Raises
- * ValueError for anything else (a cell that is not an ASCII str, lengths that disagree): the caller then
- * joins them itself. */
-static PyObject *join_rows(PyObject *self, PyObject *args) {
-    PyObject *columns, *counts;
-    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &columns, &PyList_Type, &counts))
-        return NULL;
-    Py_ssize_t width = PyList_GET_SIZE(columns), rows = -1;
-    for (Py_ssize_t c = 0; c < width; c++) {
-        PyObject *column = PyList_GET_ITEM(columns, c);
-        if (!PyList_CheckExact(column) || (rows >= 0 && PyList_GET_SIZE(column) != rows))
+ * "".join(",".join(row) + "\r\n" for row in rows) makes, without a tuple and a str per row, nor a str per
+ * number. Raises ValueError for anything else (a cell that is not an ASCII str, lengths that disagree, a
+ * block whose text does not hold its numbers): the caller then joins them itself. */
+typedef struct {
+    PyObject *list;      /* a column of str, or NULL for a block's column */
+    const char *arena;   /* the block's texts, one after another */
+    Py_ssize_t *starts;  /* where each of the block's texts starts in arena (one more: where the last ends) */
+    Py_ssize_t width, k; /* cell k of each row of a block `width` cells wide */
+} Column;
+
+typedef struct {
+    char *arena;
+    Py_ssize_t *starts;
+} Block;
+
+/* The texts of a block's numbers into block; its number of rows, -1 with ValueError (or another error) set. */
+static Py_ssize_t read_block(PyObject *part, Block *block) {
+    const char *text, *suffix, *zero = NULL;
+    Py_ssize_t length, width, suffix_n, zero_n = 0;
+    PyObject *values;
+    if (!PyArg_ParseTuple(part, "y#O!ns#z#", &text, &length, &PyList_Type, &values, &width, &suffix, &suffix_n,
+                          &zero, &zero_n))
+        return -1;
+    Py_ssize_t count = PyList_GET_SIZE(values);
+    if (width < 1 || count % width || suffix_n > 8 || zero_n > 8 || length < 2 || text[0] != '[' ||
+        text[length - 1] != ']' || (count == 0 && length != 2))
+        goto bad;
+    for (Py_ssize_t k = 0; k < suffix_n; k++)
+        if (suffix[k] & 0x80)
             goto bad;
-        rows = PyList_GET_SIZE(column);
+    for (Py_ssize_t k = 0; k < zero_n; k++)
+        if (zero[k] & 0x80)
+            goto bad;
+    block->starts = PyMem_Malloc((count + 1) * sizeof(Py_ssize_t));
+    block->arena = PyMem_Malloc(count * (64 + 8) + 1);  /* a text is at most 64 characters, a suffix 8 */
+    if (block->starts == NULL || block->arena == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    char *at = block->arena;
+    Py_ssize_t p = 1, limit = length - 1;
+    for (Py_ssize_t index = 0; index < count; index++) {
+        Token t;
+        Py_ssize_t start = p, n;
+        block->starts[index] = at - block->arena;
+        p = read_token(text, p, limit, &t);
+        if (p < 0 || (index + 1 < count ? p >= limit || text[p] != ',' : p != limit))
+            goto bad;
+        p++;  /* the comma */
+        if (zero != NULL && t.kind != 'n' && t.count == 0) {
+            memcpy(at, zero, zero_n);
+            at += zero_n;
+            continue;
+        }
+        if (t.kind == 'n') {  /* NaN or an infinity: repr's word */
+            PyObject *word = PyObject_Repr(PyList_GET_ITEM(values, index));
+            if (word == NULL)
+                return -1;
+            n = PyUnicode_IS_ASCII(word) ? PyUnicode_GET_LENGTH(word) : 99;
+            if (n <= 64)
+                memcpy(at, PyUnicode_1BYTE_DATA(word), n);
+            Py_DECREF(word);
+        } else if (t.kind == 'i') {
+            n = p - 1 - start;
+            if (n <= 64)
+                memcpy(at, text + start, n);
+        } else {
+            n = float_repr(&t, at);
+        }
+        if (n > 64)
+            goto bad;
+        at += n;
+        memcpy(at, suffix, suffix_n);
+        at += suffix_n;
+    }
+    block->starts[count] = at - block->arena;
+    return count / width;
+bad:
+    if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, "join_rows: a block's text does not hold one number per value");
+    return -1;
+}
+
+static PyObject *join_rows(PyObject *self, PyObject *args) {
+    PyObject *parts, *counts, *out = NULL;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &parts, &PyList_Type, &counts))
+        return NULL;
+    Py_ssize_t n_parts = PyList_GET_SIZE(parts), width = 0, rows = -1, n_blocks = 0;
+    Block *blocks = PyMem_Calloc(n_parts + 1, sizeof(Block));
+    Column *columns = NULL;
+    if (blocks == NULL)
+        return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n_parts; i++) {
+        PyObject *part = PyList_GET_ITEM(parts, i);
+        Py_ssize_t n;
+        if (PyList_CheckExact(part)) {
+            n = PyList_GET_SIZE(part);
+            width++;
+        } else if (PyTuple_CheckExact(part) && PyTuple_GET_SIZE(part) == 5) {
+            n = read_block(part, &blocks[n_blocks++]);
+            if (n < 0)
+                goto fail;
+            width += PyLong_AsSsize_t(PyTuple_GET_ITEM(part, 2));
+        } else {
+            goto bad;
+        }
+        if (rows >= 0 && n != rows)
+            goto bad;
+        rows = n;
     }
     if (width == 0)
         goto bad;
+    columns = PyMem_Malloc(width * sizeof(Column));
+    if (columns == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t i = 0, c = 0, b = 0; i < n_parts; i++) {
+        PyObject *part = PyList_GET_ITEM(parts, i);
+        if (PyList_CheckExact(part)) {
+            columns[c++] = (Column){part, NULL, NULL, 1, 0};
+            for (Py_ssize_t r = 0; r < rows; r++) {
+                PyObject *cell = PyList_GET_ITEM(part, r);
+                if (!PyUnicode_CheckExact(cell) || !PyUnicode_IS_ASCII(cell))
+                    goto bad;
+            }
+            continue;
+        }
+        Py_ssize_t cells = PyLong_AsSsize_t(PyTuple_GET_ITEM(part, 2));
+        for (Py_ssize_t k = 0; k < cells; k++)
+            columns[c++] = (Column){NULL, blocks[b].arena, blocks[b].starts, cells, k};
+        b++;
+    }
     Py_ssize_t texts = PyList_GET_SIZE(counts), row = 0;
-    PyObject *out = PyList_New(texts);
+    out = PyList_New(texts);
     if (out == NULL)
-        return NULL;
+        goto fail;
     for (Py_ssize_t t = 0; t < texts; t++) {
         Py_ssize_t n = PyLong_AsSsize_t(PyList_GET_ITEM(counts, t));
         if (n < 0 || n > rows - row) {
-            Py_DECREF(out);
-            if (!PyErr_Occurred())
-                goto bad;
-            return NULL;
+            if (PyErr_Occurred())
+                goto fail;
+            goto bad;
         }
         Py_ssize_t length = n * (width + 1);  /* the commas and each row's "\r\n" */
         for (Py_ssize_t c = 0; c < width; c++) {
-            PyObject *column = PyList_GET_ITEM(columns, c);
-            for (Py_ssize_t r = row; r < row + n; r++) {
-                PyObject *cell = PyList_GET_ITEM(column, r);
-                if (!PyUnicode_CheckExact(cell) || !PyUnicode_IS_ASCII(cell)) {
-                    Py_DECREF(out);
-                    goto bad;
+            Column *column = &columns[c];
+            if (column->list != NULL) {
+                for (Py_ssize_t r = row; r < row + n; r++)
+                    length += PyUnicode_GET_LENGTH(PyList_GET_ITEM(column->list, r));
+            } else {
+                for (Py_ssize_t r = row; r < row + n; r++) {
+                    Py_ssize_t at = r * column->width + column->k;
+                    length += column->starts[at + 1] - column->starts[at];
                 }
-                length += PyUnicode_GET_LENGTH(cell);
             }
         }
         PyObject *text = PyUnicode_New(length, 127);
-        if (text == NULL) {
-            Py_DECREF(out);
-            return NULL;
-        }
+        if (text == NULL)
+            goto fail;
         Py_UCS1 *at = PyUnicode_1BYTE_DATA(text);
         for (Py_ssize_t r = row; r < row + n; r++) {
             for (Py_ssize_t c = 0; c < width; c++) {
-                PyObject *cell = PyList_GET_ITEM(PyList_GET_ITEM(columns, c), r);
-                Py_ssize_t size = PyUnicode_GET_LENGTH(cell);
-                memcpy(at, PyUnicode_1BYTE_DATA(cell), size);
+                Column *column = &columns[c];
+                const void *from;
+                Py_ssize_t size;
+                if (column->list != NULL) {
+                    PyObject *cell = PyList_GET_ITEM(column->list, r);
+                    from = PyUnicode_1BYTE_DATA(cell);
+                    size = PyUnicode_GET_LENGTH(cell);
+                } else {
+                    Py_ssize_t index = r * column->width + column->k;
+                    from = column->arena + column->starts[index];
+                    size = column->starts[index + 1] - column->starts[index];
+                }
+                memcpy(at, from, size);
                 at += size;
                 *at++ = c + 1 < width ? ',' : '\r';
             }
@@ -264,14 +395,23 @@ static PyObject *join_rows(PyObject *self, PyObject *args) {
         PyList_SET_ITEM(out, t, text);
         row += n;
     }
-    if (row != rows) {
-        Py_DECREF(out);
+    if (row != rows)
         goto bad;
-    }
-    return out;
+    goto done;
 bad:
-    PyErr_SetString(PyExc_ValueError, "join_rows: columns of ASCII str of one length, and counts summing to it");
-    return NULL;
+    if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, "join_rows: columns of ASCII str or blocks of numbers, all of one "
+                                          "length, and counts summing to it");
+fail:
+    Py_CLEAR(out);
+done:
+    for (Py_ssize_t b = 0; b < n_blocks; b++) {
+        PyMem_Free(blocks[b].arena);
+        PyMem_Free(blocks[b].starts);
+    }
+    PyMem_Free(blocks);
+    PyMem_Free(columns);
+    return out;
 }
 
 /* tables_json(tables, extras, floats) -> list of str

@@ -78,6 +78,12 @@ def value_text(value: Any) -> str:
     return text.decode()
 
 
+def numbers_json(values: list[float]) -> bytes:
+    """msgspec's JSON array of ``values`` (floats and ints), the text :mod:`probe_core._reprs` reads numbers
+    from; raises TypeError/OverflowError for anything else (ints beyond 64 bits)."""
+    return _encode(values)
+
+
 def float_texts(values: list[float], suffix: str = "", zero: str | None = None) -> list[str]:
     """``repr`` of each number in ``values`` (floats and ints, no bools), for a list at once; with ``suffix``
     after each (``12.5%``), and ``zero`` instead for a value equal to zero when given."""

@@ -265,8 +265,8 @@ def render_plains(entries: Sequence[tuple[DumpEntry, Plain]], columns: Sequence[
     """:func:`render_rows` of entries the columnar path compared (every row passes; both sides of a row have
     the same dtype, shape and requires_grad; every statistic is a number), built a column at a time over all
     their rows. Per entry: its rows as the CSV holds them (``text``: what :func:`output.csv_texts` makes of
-    them; numbers formatted a column at once by :func:`float_texts`, the cells from dtype to requires_grad
-    kept per signature), or as value lists (for the XLSX)."""
+    them; the numbers' columns as :class:`output.Numbers`, written as the rows are joined, the cells from dtype
+    to requires_grad kept per signature), or as value lists (for the XLSX)."""
     if not entries:
         return []
     metric_cols, has_stats, has_data_name, extra_cols = _layout(tuple(columns))
@@ -289,8 +289,9 @@ def render_plains(entries: Sequence[tuple[DumpEntry, Plain]], columns: Sequence[
         for side in (0, 1):
             stats = list(chain.from_iterable(plain.stats[side] for plain in plains))
             if text:
-                stats = float_texts(stats)
-            cells += [stats[k::4] for k in range(4)]
+                cells.append(output.Numbers(stats, 4))
+            else:
+                cells += [stats[k::4] for k in range(4)]
     stacks: list[Any] = []
     for npu, plain in entries:
         stacks.append(_stack_cell(npu.stack, text) if npu.stack else na)
@@ -341,16 +342,18 @@ def _plain_columns(plains: Sequence[Plain], count: int) -> Mapping[str, Sequence
 
 
 def _metric_cells(values: Sequence[Any] | None, is_percent: bool, zero_percent: bool, text: bool,
-                  count: int) -> list[Any]:
+                  count: int) -> list[Any] | output.Numbers:
     """One metric column's cells (``None``: no comparator gives it); a percent column shows a float as
-    ``12.5%`` (``0%`` for zero when ``zero_percent``)."""
+    ``12.5%`` (``0%`` for zero when ``zero_percent``). A column of floats is :class:`output.Numbers` for the
+    CSV, formatted as the rows are joined."""
     na = output.NA
     if values is None:
         return [na] * count
     if set(map(type, values)) == {float}:  # the common case: a column of floats
-        if is_percent:  # f"{x}" is repr(x) for a float: the column's texts at once
-            return float_texts([value * 100 for value in values], "%", "0%" if zero_percent else None)
-        return float_texts(list(values)) if text else list(values)
+        if is_percent:  # f"{x}" is repr(x) for a float
+            numbers = output.Numbers([value * 100 for value in values], 1, "%", "0%" if zero_percent else None)
+            return numbers if text else numbers.columns()[0]
+        return output.Numbers(list(values)) if text else list(values)
     fmt, cells = output.format_value, []
     for value in values:
         if value is None:

@@ -22,11 +22,13 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from probe_core.compare.comparator import LoadedComparator
 from probe_core.compare.rules import ERROR, WARNING
 from probe_core.compare.xlsx import StreamingXlsx
+from probe_core.fastjson import float_texts, numbers_json
 from probe_core.modes import DataMode
 
 try:
@@ -156,16 +158,37 @@ def needs_quoting(text: str) -> bool:
     return _QUOTED.search(text) is not None
 
 
-def join_rows(columns: list[list[str]], counts: list[int]) -> list[str]:
-    """The CSV text of each ``counts`` run of rows whose cells (CSV fields already) ``columns`` hold, column by
-    column: a row's cells joined by ``,``, each row ended by ``\r\n``. In C (``probe_core._reprs``) when it is
-    built and every cell is ASCII."""
+@dataclass(frozen=True, slots=True)
+class Numbers:
+    """``width`` CSV columns of numbers (floats and ints, no bools), row-major: ``values[r * width + k]`` is
+    row r's cell k, each written as ``repr`` of it, with ``suffix`` after it (``12.5%``), or as ``zero`` for
+    a value equal to zero when given. :func:`join_rows` writes them without a str per number."""
+
+    values: list
+    width: int = 1
+    suffix: str = ""
+    zero: str | None = None
+
+    def columns(self) -> list[list[str]]:
+        """The cells as :func:`join_rows` writes them, column by column."""
+        texts = float_texts(self.values, self.suffix, self.zero)
+        return [texts[k::self.width] for k in range(self.width)]
+
+
+def join_rows(columns: list[list[str] | Numbers], counts: list[int]) -> list[str]:
+    """The CSV text of each ``counts`` run of rows whose cells ``columns`` hold, column by column (CSV fields
+    already, or :class:`Numbers`): a row's cells joined by ``,``, each row ended by ``\r\n``. In C
+    (``probe_core._reprs``) when it is built and every text cell is ASCII."""
     if _reprs is not None:
         try:
-            return _reprs.join_rows(columns, counts)
-        except ValueError:  # a cell that is not ASCII: joined here
+            return _reprs.join_rows([column if column.__class__ is list else
+                                     (numbers_json(column.values), column.values, column.width, column.suffix,
+                                      column.zero) for column in columns], counts)
+        except (TypeError, ValueError, OverflowError):  # a cell beyond ASCII, an int beyond 64 bits: joined here
             pass
-    lines = list(map(",".join, zip(*columns)))
+    cells = [part for column in columns
+             for part in ([column] if column.__class__ is list else column.columns())]  # type: ignore[union-attr]
+    lines = list(map(",".join, zip(*cells)))
     texts, end = [], 0
     for count in counts:
         start, end = end, end + count
