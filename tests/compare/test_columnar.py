@@ -323,12 +323,24 @@ def test_csv_field_is_what_the_csv_writer_writes():
         assert ",".join(csv_field(f) for f in fields) + "\r\n" == buffer.getvalue(), fields
 
 
+def csv_writer_texts(rows: list[list[str]], counts: list[int]) -> list[str]:
+    """What csv.writer writes for each ``counts`` run of ``rows``."""
+    import csv
+    import io
+
+    texts, at = [], 0
+    for count in counts:
+        buffer = io.StringIO()
+        csv.writer(buffer).writerows(rows[at:at + count])
+        texts.append(buffer.getvalue())
+        at += count
+    return texts
+
+
 @pytest.mark.parametrize("native", [True, False], ids=["C", "Python"])
 def test_join_rows_writes_what_the_csv_writer_writes(monkeypatch, native):
     """Plain rows are joined a chunk at a time (output.join_rows: in C where built, for ASCII cells): each
     run of rows is the text csv.writer writes for them."""
-    import csv
-    import io
     import random
 
     from probe_core.compare import output
@@ -345,13 +357,7 @@ def test_join_rows_writes_what_the_csv_writer_writes(monkeypatch, native):
             rows = [["".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 5))) for _ in range(width)]
                     for _ in range(sum(counts))]
             columns = [[output.csv_field(row[c]) for row in rows] for c in range(width)]
-            texts, at = [], 0
-            for count in counts:
-                buffer = io.StringIO()
-                csv.writer(buffer).writerows(rows[at:at + count])
-                texts.append(buffer.getvalue())
-                at += count
-            assert output.join_rows(columns, counts) == texts, (rows, counts)
+            assert output.join_rows(columns, counts) == csv_writer_texts(rows, counts), (rows, counts)
     if native:
         with pytest.raises(ValueError):  # counts that do not sum to the rows
             output._reprs.join_rows([["a", "b"]], [1])
@@ -361,8 +367,6 @@ def test_join_rows_writes_what_the_csv_writer_writes(monkeypatch, native):
 def test_join_rows_writes_blocks_of_numbers_as_repr(monkeypatch, native):
     """Columns of numbers (output.Numbers: a block of columns, row-major; a suffix; a text for zero) are
     written as csv.writer writes repr of each, between text columns, without a str per number in C."""
-    import csv
-    import io
     import random
 
     from probe_core.compare import output
@@ -388,15 +392,9 @@ def test_join_rows_writes_blocks_of_numbers_as_repr(monkeypatch, native):
         names = [rnd.choice(["a", "b,c", 'd"e']) for _ in range(n)]
         rows = [[names[r], *(repr(v) for v in block[r * width:(r + 1) * width]),
                  zero if zero is not None and percent[r] == 0 else repr(percent[r]) + "%"] for r in range(n)]
-        texts, at = [], 0
-        for count in counts:
-            buffer = io.StringIO()
-            csv.writer(buffer).writerows(rows[at:at + count])
-            texts.append(buffer.getvalue())
-            at += count
         columns = [[output.csv_field(name) for name in names], output.Numbers(block, width),
                    output.Numbers(percent, 1, "%", zero)]
-        assert output.join_rows(columns, counts) == texts, (rows, counts)
+        assert output.join_rows(columns, counts) == csv_writer_texts(rows, counts), (rows, counts)
     if native:  # a block whose text is not its numbers, or of another number of rows
         with pytest.raises(ValueError):
             output._reprs.join_rows([["a"], (b"[1.0,2.0]", [1.0], 1, "", None)], [1])

@@ -125,6 +125,13 @@ static Py_ssize_t float_repr(const Token *t, char *out) {
     return o;
 }
 
+static int is_ascii(const char *text, Py_ssize_t n) {
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (text[k] & 0x80)
+            return 0;
+    return 1;
+}
+
 static PyObject *reprs(PyObject *self, PyObject *args) {
     const char *text, *suffix = "", *zero = NULL;
     Py_ssize_t length, suffix_n = 0, zero_n = 0;
@@ -136,12 +143,8 @@ static PyObject *reprs(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "reprs: suffix and zero are at most 8 characters");
         return NULL;
     }
-    for (Py_ssize_t k = 0; k < suffix_n; k++)
-        if (suffix[k] & 0x80)
-            goto ascii;
-    for (Py_ssize_t k = 0; k < zero_n; k++)
-        if (zero[k] & 0x80)
-            goto ascii;
+    if (!is_ascii(suffix, suffix_n) || !is_ascii(zero, zero_n))
+        goto ascii;
     Py_ssize_t count = PyList_GET_SIZE(values);
     PyObject *out = PyList_New(count);
     if (out == NULL)
@@ -238,12 +241,8 @@ static Py_ssize_t read_block(PyObject *part, Block *block) {
     if (width < 1 || count % width || suffix_n > 8 || zero_n > 8 || length < 2 || text[0] != '[' ||
         text[length - 1] != ']' || (count == 0 && length != 2))
         goto bad;
-    for (Py_ssize_t k = 0; k < suffix_n; k++)
-        if (suffix[k] & 0x80)
-            goto bad;
-    for (Py_ssize_t k = 0; k < zero_n; k++)
-        if (zero[k] & 0x80)
-            goto bad;
+    if (!is_ascii(suffix, suffix_n) || !is_ascii(zero, zero_n))
+        goto bad;
     block->starts = PyMem_Malloc((count + 1) * sizeof(Py_ssize_t));
     block->arena = PyMem_Malloc(count * (64 + 8) + 1);  /* a text is at most 64 characters, a suffix 8 */
     if (block->starts == NULL || block->arena == NULL) {
