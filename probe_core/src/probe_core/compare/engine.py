@@ -39,7 +39,7 @@ from probe_core.executor import ExecutorChoice, RegistryRef, job_executor, regis
 from probe_core.gcpause import collector_paused
 from probe_core.modes import DataMode, common_mode
 
-CHUNK_ENTRIES = 256
+CHUNK_ENTRIES = 1024  # entries compared at once: numpy's per-call cost spread over more rows (256: 3% slower)
 
 
 @dataclass

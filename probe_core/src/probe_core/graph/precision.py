@@ -22,7 +22,7 @@ from typing import Any
 
 from probe_core.compare.comparator import LoadedComparator
 from probe_core.compare.columnar import ColumnarCompare, Plain
-from probe_core.compare.engine import CHUNK_ENTRIES, compare_entry
+from probe_core.compare.engine import compare_entry
 from probe_core.compare.judge import EntryFacts, entry_facts, plain_facts
 from probe_core.dump import DumpEntry, RankDump
 from probe_core.graph.model import Graph, Node
@@ -33,6 +33,7 @@ PASS_INDEX, WARNING_INDEX, ERROR_INDEX = 0.0, 0.5, 1.0
 WARNING_AT, ERROR_AT = 0.3, 0.6
 INDEX_OF = {"pass": PASS_INDEX, "warning": WARNING_INDEX, "error": ERROR_INDEX}
 GREY = "#C7C7C7"
+NODES_CHUNK = 256  # nodes scored at once (a graph keeps both graphs in memory: the chunk stays small)
 
 
 def node_colors(mode: DataMode) -> dict[str, Any]:
@@ -78,8 +79,8 @@ def score_graphs(target: Graph, bench: Graph, mode: DataMode | None, comparators
     columnar = ColumnarCompare(mode, comparators, rules) if mode is not None else None
     nodes = sorted(target.nodes.values(), key=lambda n: n.order)
     try:
-        for start in range(0, len(nodes), CHUNK_ENTRIES):
-            chunk = nodes[start:start + CHUNK_ENTRIES]
+        for start in range(0, len(nodes), NODES_CHUNK):
+            chunk = nodes[start:start + NODES_CHUNK]
             pairs = {node.name: (_entry(node, target_dump), _entry(node.matched, bench_dump)) for node in chunk
                      if mode is not None and node.matched is not None and _has_tensors(node)}
             found = columnar.compare_entries(list(pairs.values())) if columnar else []
