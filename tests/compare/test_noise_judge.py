@@ -365,3 +365,23 @@ def test_stats_discrepancy_of_integer_tensors_uses_max_and_min():
 
     assert stats_discrepancy(ids(63), ids(63)) == 0.0
     assert stats_discrepancy(ids(60), ids(63)) == pytest.approx(3 / 63)
+
+
+def test_entry_kind_is_the_last_direction_among_the_name_parts():
+    """An entry's kind is the last of its name's parts that is a direction (``parameters_grad`` first): the
+    quick look at the last two parts gives what the full split gives, on every name of up to five parts."""
+    import itertools
+
+    from probe_core.compare.judge import _kind
+
+    def by_split(name: str) -> str:
+        if ".parameters_grad" in name:
+            return "parameters_grad"
+        return next((part for part in reversed(name.split(".")) if part in ("forward", "backward")), "other")
+
+    parts = ["forward", "backward", "0", "Linear", "", "parameters_grad", "x.forward"]
+    for size in range(1, 6):
+        for combo in itertools.product(parts, repeat=size):
+            name = ".".join(combo)
+            assert _kind(name) == by_split(name), name
+    assert _kind("Module.fc.Linear.backward.3") == "backward" and _kind("Torch.add.2.forward") == "forward"

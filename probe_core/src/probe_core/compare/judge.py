@@ -139,11 +139,20 @@ class Finding:
         return {"name": self.name, "reason": self.reason, "kind": self.kind}
 
 
+_DIRECTIONS = ("forward", "backward")
+
+
 def _kind(name: str) -> str:
     if ".parameters_grad" in name:
         return "parameters_grad"
+    head, _, last = name.rpartition(".")
+    if last in _DIRECTIONS:  # an API's name: Functional.linear.0.forward
+        return last
+    second = head[head.rfind(".") + 1:]
+    if second in _DIRECTIONS:  # a module's: Module.fc.Linear.forward.0
+        return second
     for part in reversed(name.split(".")):
-        if part in ("forward", "backward"):
+        if part in _DIRECTIONS:
             return part
     return "other"
 
