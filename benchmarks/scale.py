@@ -10,7 +10,10 @@ ways, in one run:
 * a real Dask cluster of 2 local worker processes (``--scheduler``, the path a Slurm/PBS cluster takes);
 
 and prints compared rows per second per worker, the speed-up of 2 workers over 1, and the time the whole
-job would take on this machine and on N workers at the measured per-worker rate. ``--full`` compares every
+job would take on this machine and on N workers at the measured per-worker rate. Each way also compares the
+first half of the sample on its own: the difference between the two runs is the *marginal* rate, each way's
+fixed costs (the interpreter and its imports, Dask's client and connection, the cluster's workers importing
+probe at their first job) left out, which is the rate the rest of a long job runs at. ``--full`` compares every
 rank instead of a sample (each rank writes its own CSV: mind the disk, about 10 MiB per rank at 20k entries),
 and ``--runs`` picks which of the three ways run (``--full --runs dask``: the whole job on the cluster, timed).
 
@@ -87,24 +90,28 @@ def main() -> None:
               f"(disk: one rank's pair, {sum(f.stat().st_size for p in pair.values() for f in p.iterdir()) / 2**20:.0f} MiB)")
         ranks = list(range(args.ranks if args.full else min(args.sample, args.ranks)))
         rows = len(ranks) * args.entries * ROWS_PER_ENTRY
+        half = ranks[:len(ranks) // 2]
+        half_rows = len(half) * args.entries * ROWS_PER_ENTRY
         runs = {}
+        halves = {}  # the first half of the sample alone: (rows, seconds)
         summaries = []
+
+        def measured(name: str, workers: int, out: str, *flags: str) -> None:
+            if half and not args.full:
+                halves[name] = compare(target, bench, workdir / out, half, *flags)[0]
+            seconds, cpu, summary = compare(target, bench, workdir / out, ranks, *flags)
+            runs[name] = (workers, seconds, cpu)
+            summaries.append(summary)
+
         if "one" in wanted:
-            seconds, cpu, summary = compare(target, bench, workdir / "out1", ranks)
-            runs["1 process"] = (1, seconds, cpu)
-            summaries.append(summary)
+            measured("1 process", 1, "out1")
         if "local" in wanted:
-            seconds, cpu, summary = compare(target, bench, workdir / "out2", ranks, "--workers", "2")
-            runs["2 local processes"] = (2, seconds, cpu)
-            summaries.append(summary)
+            measured("2 local processes", 2, "out2", "--workers", "2")
         if "dask" in wanted:
             from distributed import LocalCluster
 
             with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-                seconds, cpu, summary = compare(target, bench, workdir / "out3", ranks, "--scheduler",
-                                                cluster.scheduler_address)
-            runs["Dask cluster, 2 workers"] = (2, seconds, None)
-            summaries.append(summary)
+                measured("Dask cluster, 2 workers", 2, "out3", "--scheduler", cluster.scheduler_address)
         same = all(s["first_divergence"] == summaries[0]["first_divergence"] and s["counts"] == summaries[0]["counts"]
                    for s in summaries)
         print(f"\n== {len(ranks)} ranks x {args.entries} entries = {rows:,} rows; the summaries agree: {same}")
@@ -113,15 +120,30 @@ def main() -> None:
         for name, (workers, seconds, _) in runs.items():
             speed_up = f"{base / seconds:8.2f}x" if base else f"{'-':>9s}"
             print(f"{name:26s} {seconds:8.2f} {rows / seconds:10,.0f} {rows / seconds / workers:14,.0f} {speed_up}")
+        marginal = {name: (rows - half_rows) / (runs[name][1] - seconds) for name, seconds in halves.items()
+                    if runs[name][1] > seconds}
+        if marginal:
+            print(f"\nmarginal rate (the {len(ranks) - len(half)} ranks beyond the first {len(half)}: each way's "
+                  "fixed costs left out):")
+            one = marginal.get("1 process")
+            for name, rate in marginal.items():
+                workers = runs[name][0]
+                speed_up = f"{rate / one:8.2f}x" if one else f"{'-':>9s}"
+                print(f"{name:26s} {'':8s} {rate:10,.0f} {rate / workers:14,.0f} {speed_up}")
         total_rows = args.ranks * args.entries * ROWS_PER_ENTRY
         print(f"\nthe whole job ({args.ranks} ranks, {total_rows:,} rows), target {TARGET_JOB_SECONDS / 60:.0f} min:")
         for name, (workers, seconds, _) in runs.items():
             if workers > 1:
                 what = "measured" if len(ranks) == args.ranks else f"at the rate of {len(ranks)} ranks"
                 print(f"  on this machine, {name}: {total_rows / (rows / seconds) / 60:7.1f} min ({what})")
+                if name in marginal:
+                    fixed = seconds - rows / marginal[name]
+                    print(f"  on this machine, {name}: {(fixed + total_rows / marginal[name]) / 60:7.1f} min "
+                          f"(its fixed {fixed:.1f} s, then the marginal rate)")
         if base:
             per_worker = rows / base
-            print(f"per-worker rate (1 process): {per_worker:,.0f} rows/s (target {TARGET_ROWS_PER_SECOND:,})")
+            steady = f", {marginal['1 process']:,.0f} marginal" if "1 process" in marginal else ""
+            print(f"per-worker rate (1 process): {per_worker:,.0f} rows/s{steady} (target {TARGET_ROWS_PER_SECOND:,})")
             for workers in (8, 32, 128, 512):
                 print(f"  on {workers:3d} workers at the per-worker rate: {total_rows / per_worker / workers / 60:7.1f} min")
     finally:
