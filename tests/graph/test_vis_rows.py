@@ -56,11 +56,13 @@ def test_tables_json_refuses_what_it_does_not_write(monkeypatch):
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True),
                     st.text(max_size=6), st.lists(st.integers(0, 9), max_size=3))
-descriptions = st.dictionaries(st.sampled_from(["type", "dtype", "shape", "Max", "Min", "Mean", "Norm", "value",
-                                                "requires_grad", "data_name", "md5"]), scalars, max_size=8)
-tables = st.dictionaries(st.text(max_size=8), descriptions, max_size=4)
-extras = st.one_of(st.none(), st.dictionaries(st.text(max_size=8), st.dictionaries(st.text(max_size=4),
-                                                                                     st.text(max_size=4), max_size=3)))
+fields = st.sampled_from(["type", "dtype", "shape", "Max", "Min", "Mean", "Norm", "value", "requires_grad",
+                          "data_name", "md5"])
+keys = st.one_of(st.sampled_from(["input.0", "input.1", "output.0"]), st.text(max_size=8))  # shared: extras merge
+descriptions = st.dictionaries(fields, scalars, max_size=8)
+tables = st.dictionaries(keys, descriptions, max_size=4)
+extras = st.one_of(st.none(), st.dictionaries(keys, st.dictionaries(st.one_of(fields, st.text(max_size=4)),
+                                                                    st.text(max_size=4), max_size=3)))
 
 
 @settings(max_examples=300, deadline=None)

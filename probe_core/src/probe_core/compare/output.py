@@ -21,8 +21,8 @@ import re
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from probe_core.compare.comparator import LoadedComparator

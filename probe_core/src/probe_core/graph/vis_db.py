@@ -21,12 +21,12 @@ from typing import Any
 
 from probe_core.errors import GraphError
 from probe_core.fastjson import dumps, float_texts
+from probe_core.graph.model import Graph, TensorTable
 
 try:
     from probe_core._reprs import tables_json
 except ImportError:  # built without a C compiler
     tables_json = None
-from probe_core.graph.model import Graph, TensorTable
 
 NODE_COLUMNS = (
     ("id", "TEXT PRIMARY KEY"), ("graph_id", "TEXT NOT NULL"), ("node_order", "INTEGER NOT NULL"),
