@@ -13,7 +13,7 @@ from probe_core.testing import registry_with
 
 from probe_acc_check import AccCheckError, CheckOptions, Verdict, run_check
 
-from .conftest import details, results
+from .conftest import details, probe, results
 
 
 def test_workers_give_the_same_results_as_a_serial_run(stat_dump, registry, tmp_path):
@@ -24,6 +24,31 @@ def test_workers_give_the_same_results_as_a_serial_run(stat_dump, registry, tmp_
     assert [(r["API Name"], r["Status"]) for r in details(parallel).values()] == [
         (r["API Name"], r["Status"]) for r in details(serial).values()]
     assert parallel["workers"] == 2 and parallel["pass"] == 26
+
+
+def test_a_dask_cluster_gives_the_serial_runs_results(stat_dump, registry, tmp_path):
+    """--scheduler: the APIs run in batches on a real 2-worker cluster; the client judges and writes, so the
+    CSVs are the serial run's. -d with a cluster is a clear error."""
+    import distributed  # the [dask] extra: part of make test's install
+
+    serial = run_check(CheckOptions(str(stat_dump), str(tmp_path / "serial")), registry)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        done = probe("acc-check", "-api_info", str(stat_dump), "-o", str(tmp_path / "dask"), "--scheduler",
+                     cluster.scheduler_address, cwd=tmp_path)
+        with distributed.Client(cluster) as client:  # the jobs ran on the cluster's workers
+            ran = client.run(lambda: sorted(__import__("probe_acc_check.workers").workers._BACKENDS))
+        refused = probe("acc-check", "-api_info", str(stat_dump), "-o", "refused", "-d", "0", "1",
+                        "--scheduler", cluster.scheduler_address, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    on_cluster = json.loads((tmp_path / "dask" / "summary.json").read_text())
+    assert on_cluster["executor"] == "dask" and on_cluster["pass"] == serial["pass"] == 26
+    assert list(results(on_cluster)) == list(results(serial)) and results(on_cluster) == results(serial)
+    assert [(r["API Name"], r["Status"]) for r in details(on_cluster).values()] == [
+        (r["API Name"], r["Status"]) for r in details(serial).values()]
+    key = ("pytorch", "cpu", None, False)
+    assert len(ran) == 2 and key in sum(ran.values(), []) and all(b in ([], [key]) for b in ran.values())
+    assert refused.returncode != 0 and "CUDA_VISIBLE_DEVICES" in refused.stderr and "Traceback" not in refused.stderr
 
 
 def test_filter_and_filter_api_narrow_the_run(stat_dump, registry, tmp_path):

@@ -1,7 +1,7 @@
 """Where a command's independent jobs run: this machine's processes, or a Dask cluster.
 
-``probe compare`` and ``probe graph`` split their work into jobs that need nothing of each other (a rank's
-chain of steps, one step of a rank, one graph). :func:`job_executor` gives them a
+``probe compare``, ``probe graph`` and ``probe acc-check`` split their work into jobs that need nothing of
+each other (a rank's chain of steps, one step of a rank, one graph, a batch of APIs to re-run). :func:`job_executor` gives them a
 :class:`concurrent.futures.Executor` to submit those jobs to:
 
 * ``--executor local`` (the default): ``--workers N`` forked processes of this machine (none at 1);
@@ -49,9 +49,11 @@ class ExecutorChoice:
         return self.kind != "local" or self.workers > 1
 
 
-def add_executor_arguments(parser: argparse.ArgumentParser, workers_help: str) -> None:
-    """``--workers``, ``--executor`` and ``--scheduler``, the same on every command that has jobs."""
-    parser.add_argument("--workers", type=int, default=1, metavar="N", help=workers_help)
+def add_executor_arguments(parser: argparse.ArgumentParser, workers_help: str | None) -> None:
+    """``--workers``, ``--executor`` and ``--scheduler``, the same on every command that has jobs
+    (``workers_help`` ``None``: the command declares its own ``--workers``)."""
+    if workers_help is not None:
+        parser.add_argument("--workers", type=int, default=1, metavar="N", help=workers_help)
     parser.add_argument("--executor", choices=EXECUTORS, default=None,
                         help="where jobs run: local processes (default) or a Dask cluster (pip install "
                              "'probe-core[dask]'; a local cluster of --workers processes unless --scheduler)")
@@ -59,15 +61,17 @@ def add_executor_arguments(parser: argparse.ArgumentParser, workers_help: str) -
                         help="the Dask scheduler to send jobs to, e.g. tcp://host:8786 (implies --executor dask)")
 
 
-def executor_choice(args: argparse.Namespace, error: type[ProbeError] = ProbeError) -> ExecutorChoice:
-    """The :class:`ExecutorChoice` of parsed arguments; a clear error for a bad combination."""
-    if args.workers < 1:
-        raise error(f"--workers {args.workers}: give 1 or more")
+def executor_choice(args: argparse.Namespace, error: type[ProbeError] = ProbeError,
+                    workers: int | None = None) -> ExecutorChoice:
+    """The :class:`ExecutorChoice` of parsed arguments (``workers``: the command's own count, instead of
+    ``--workers``); a clear error for a bad combination."""
+    workers = args.workers if workers is None else workers
+    if workers < 1:
+        raise error(f"--workers {workers}: give 1 or more")
     kind = args.executor or ("dask" if args.scheduler else "local")
     if args.scheduler and kind != "dask":
         raise error(f"--scheduler {args.scheduler} sends jobs to a Dask cluster: drop --executor {kind}")
-    workers = args.workers if kind == "dask" else min(args.workers, os.cpu_count() or 1)
-    return ExecutorChoice(kind, workers, args.scheduler)
+    return ExecutorChoice(kind, workers if kind == "dask" else min(workers, os.cpu_count() or 1), args.scheduler)
 
 
 # -- the registry a job runs with ----------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import warnings
 
+from probe_core.executor import add_executor_arguments
 from probe_core.specs import CommandSpec
 
 DTYPES = ("float16", "bfloat16", "float32", "float64")
@@ -26,7 +27,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-d", "--device_id", dest="device_ids", type=int, nargs="+", default=[], metavar="ID",
                         help="spread the APIs over these device ids of --device's kind, one worker each")
     parser.add_argument("-n", "--workers", type=int, default=0, metavar="N",
-                        help="run APIs in N processes (default: 1, or one per -d id)")
+                        help="run APIs in N processes (default: 1, or one per -d id); with --executor dask, the "
+                             "local cluster's worker processes")
+    add_executor_arguments(parser, None)
     parser.add_argument("--dtype", choices=DTYPES, help="run floating inputs in this dtype instead of the recorded "
                                                         "one (e.g. bfloat16, to test low precision on a CPU)")
     parser.add_argument("--filter", dest="filters", nargs="+", default=[], metavar="NAME",
@@ -62,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+    from probe_core.executor import executor_choice
     from probe_core.plugins import ProbeWarning
 
     from probe_acc_check.errors import AccCheckError
@@ -77,9 +81,14 @@ def run(args: argparse.Namespace) -> int:
     workers = args.workers or max(1, len(args.device_ids))
     if workers < 1:
         raise AccCheckError(f"--workers {args.workers}: give a number of processes >= 1")
+    choice = executor_choice(args, AccCheckError, workers)
+    if choice.kind == "dask" and args.device_ids:
+        raise AccCheckError("-d/--device_id gives local worker processes a device each; a Dask cluster's workers "
+                            "all run on --device: give each its own through its environment "
+                            "(CUDA_VISIBLE_DEVICES, ASCEND_RT_VISIBLE_DEVICES), or leave out --executor/--scheduler")
     options = CheckOptions(args.api_info, args.out_path, args.csv_path, args.save_error_data, workers, args.device,
                            tuple(args.device_ids), args.dtype, tuple(args.filters), args.filter_api, args.seed,
-                           args.step, args.rank)
+                           args.step, args.rank, choice.kind, choice.scheduler)
     console = Console(stderr=True)
     with Progress(TextColumn("acc-check"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   TextColumn("{task.description}"), console=console, transient=True,

@@ -1,7 +1,7 @@
 """The pre-check run: read the dump, run each API (in this process or in worker processes), judge, write.
 
-Workers only run APIs (:func:`run_case`): inputs, the tested run and the
-benchmark. Judging and writing stay in this process, in the dump's order, so
+Workers (local processes, or a Dask cluster's) only run APIs (:func:`run_case`): inputs, the tested run and
+the benchmark. Judging and writing stay in this process, in the dump's order, so
 the CSVs do not depend on ``--workers`` and the standards are the ones this
 process's registry holds (config.json's ``"plugins"`` section applies).
 """
@@ -42,6 +42,8 @@ class CheckOptions:
     seed: int = 1234
     step: int | None = None
     rank: int | None = None
+    executor: str = "local"  # or "dask": the APIs run on a Dask cluster (probe_core.executor)
+    scheduler: str | None = None  # the cluster's scheduler; None: a local cluster of `workers` processes
 
     def backend_options(self, device: str) -> Options:
         return Options(device, self.dtype, keep_inputs=self.save_error_data)
@@ -67,8 +69,12 @@ def run_case(case: ApiCase, backend: Any, seed: int) -> Run | str:
 
 
 def _outcomes(cases: list[ApiCase], framework: str, options: CheckOptions) -> Iterator[Run | str]:
-    """Each case's outcome, in order: in worker processes, or here (the backend loaded first, so that a
-    missing framework or device is reported before any file is written)."""
+    """Each case's outcome, in order: on a Dask cluster, in worker processes, or here (the backend loaded
+    first, so that a missing framework or device is reported before any file is written)."""
+    if options.executor == "dask":
+        from probe_acc_check.workers import on_cluster
+
+        return on_cluster(cases, framework, options)
     if options.workers > 1 and len(cases) > 1:
         from probe_acc_check.workers import in_workers
 
@@ -133,6 +139,7 @@ def run_check(options: CheckOptions, registry: Any, progress: Any = None) -> dic
             progress(count, total, case.name)
     run = {"dump": str(dump.dump_file), "framework": framework, "task": dump.task, "device": options.device,
            "dtype": options.dtype or "recorded", "seed": options.seed, "workers": options.workers,
+           "executor": options.executor,
            "standards": [name for name, _ in standards], "resumed": bool(options.csv_path)}
     return summarize(files, run)
 

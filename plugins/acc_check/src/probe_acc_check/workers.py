@@ -1,8 +1,11 @@
-"""``--workers N``: run APIs in N processes (spawned, so that neither torch nor MindSpore state is forked).
+"""``--workers N``: run APIs in N processes (spawned, so that neither torch nor MindSpore state is forked);
+``--executor dask`` / ``--scheduler ADDRESS``: on a Dask cluster's workers.
 
-Each worker builds its own backend once, on its own device (``-d 0 1``
+Each local worker builds its own backend once, on its own device (``-d 0 1``
 gives worker i the device ``{kind}:{ids[i]}``), with the CPU threads shared
-out between the workers. Results come back in the dump's order.
+out between the workers. A cluster's worker builds one backend on ``--device``
+at its first batch of APIs and keeps it for the next. Results come back in the
+dump's order.
 """
 
 from __future__ import annotations
@@ -63,3 +66,29 @@ def in_workers(cases: list[ApiCase], framework: str, options: Any) -> Iterator[R
         finally:
             for future in futures:
                 future.cancel()
+
+
+CLUSTER_BATCH = 16  # APIs a cluster job runs: an API often takes a millisecond, a Dask job a few
+_BACKENDS: dict[tuple, Any] = {}  # a cluster worker's backends, kept between its jobs
+
+
+def _run_batch(cases: list[ApiCase], framework: str, options: Any) -> list[Run | str]:
+    from probe_acc_check.runner import run_case
+
+    key = (framework, options.device, options.dtype, options.save_error_data)
+    backend = _BACKENDS.get(key)
+    if backend is None:
+        backend = _BACKENDS[key] = load_backend(framework, options.backend_options(options.device))
+    return [run_case(case, backend, options.seed) for case in cases]
+
+
+def on_cluster(cases: list[ApiCase], framework: str, options: Any) -> Iterator[Run | str]:
+    """The outcome of each case, in order, computed on a Dask cluster (``options.scheduler``, or a local
+    cluster of ``options.workers`` processes), :data:`CLUSTER_BATCH` cases a job."""
+    from probe_core.executor import ExecutorChoice, job_executor
+
+    batches = [cases[at:at + CLUSTER_BATCH] for at in range(0, len(cases), CLUSTER_BATCH)]
+    with job_executor(ExecutorChoice("dask", options.workers, options.scheduler), len(batches)) as executor:
+        n = len(batches)
+        for batch in executor.map(_run_batch, batches, [framework] * n, [options] * n):  # Dask wants sized lists
+            yield from batch
