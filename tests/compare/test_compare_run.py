@@ -288,3 +288,20 @@ def test_workers_across_ranks_give_the_same_results(tmp_path):
     assert three["first_divergence"]["rank"] == "rank2_step0"
     for rank in (0, 1, 2):
         assert result_csv(tmp_path / "one", rank).read_text() == result_csv(tmp_path / "three", rank).read_text()
+
+
+def test_brackets_in_paths_names_and_stacks_print_as_they_are(tmp_path):
+    """rich reads [..] as markup: a folder named ``run[/x]`` crashed the error message with a traceback, and a
+    stack line's ``layers[i](x)`` lost its ``[i]``. Every path, entry name and stack line prints literally."""
+    target, bench = write_dump(tmp_path / "t[exp]", tiny_model_entries(1.01)), write_dump(tmp_path / "b[/x]",
+                                                                                         tiny_model_entries())
+    stacks = json.loads((target / "stack.json").read_text())
+    for _, lines in stacks.values():
+        lines[0] = lines[0].replace("y = op_", "y = self.layers[i](x) + op_")
+    (target / "stack.json").write_text(json.dumps(stacks))
+    done = run_probe("compare", target, bench, "-o", tmp_path / "out[/y]")
+    assert done.returncode == 0, done.stderr
+    assert "self.layers[i](x)" in done.stdout and "[/y]" in done.stdout, done.stdout
+    assert "Traceback" not in done.stderr
+    missing = run_probe("compare", tmp_path / "none[/x]", bench, "-o", tmp_path / "o2")
+    assert missing.returncode == 2 and "none[/x]" in missing.stderr and "Traceback" not in missing.stderr, missing.stderr

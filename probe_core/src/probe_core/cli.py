@@ -144,9 +144,17 @@ def _add_config_option(parser: argparse.ArgumentParser) -> None:
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     if issubclass(category, ProbeWarning):
-        _stderr().print(f"[yellow]warning:[/] {message}", highlight=False, soft_wrap=True)
+        _stderr().print(f"[yellow]warning:[/] {_literal(message)}", highlight=False, soft_wrap=True)
     else:
         sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
+def _literal(text: object) -> str:
+    """``text`` as rich prints it literally: a path or a pip extra in brackets (``probe-core[dask]``, ``[/x]``)
+    is no markup tag."""
+    from rich.markup import escape
+
+    return escape(str(text))
 
 
 def _stderr():
@@ -182,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         console = _stderr()
         for message in exc.messages:
-            console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+            console.print(f"[bold red]error:[/] {_literal(message)}", highlight=False, soft_wrap=True)
         return 2
     except KeyboardInterrupt:
         _stderr().print("[red]interrupted[/]")

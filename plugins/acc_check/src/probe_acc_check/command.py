@@ -45,6 +45,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def _compare(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
 
     from probe_acc_check.errors import AccCheckError
     from probe_acc_check.precision_compare import compare_results
@@ -54,10 +55,10 @@ def _compare(args: argparse.Namespace) -> int:
                             f"DUMP, or probe acc-check compare A.csv B.csv")
     found = compare_results(args.action[1], args.action[2], args.out_path)
     Console().print(f"[bold]{found['apis']}[/] APIs: [green]{found['pass']} pass[/], [yellow]{found['warning']} "
-                    f"warning[/], [red]{found['error']} error[/], {found['SKIP']} skipped — {found['result_csv']}",
-                    highlight=False)
+                    f"warning[/], [red]{found['error']} error[/], {found['SKIP']} skipped — "
+                    f"{escape(str(found['result_csv']))}", highlight=False)
     for api in found["failing"]:
-        Console().print(f"  [red]{api}[/]", highlight=False)
+        Console().print(f"  [red]{escape(api)}[/]", highlight=False)
     return 0
 
 

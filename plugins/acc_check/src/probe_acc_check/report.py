@@ -77,11 +77,12 @@ def summarize(files: ResultFiles, run: dict[str, Any]) -> dict[str, Any]:
 
 def print_report(summary: dict[str, Any], console: Any) -> None:
     """One line of counts, then the failing APIs worst first (at most :data:`TABLE_ROWS`)."""
+    from rich.markup import escape
     from rich.table import Table
 
     console.print(f"[bold]{summary['apis']}[/] APIs: [green]{summary['pass']} pass[/], "
                   f"[yellow]{summary['warning']} warning[/], [red]{summary['error']} error[/], "
-                  f"{summary['skipped']} skipped — {summary['result_csv']}", highlight=False)
+                  f"{summary['skipped']} skipped — {escape(str(summary['result_csv']))}", highlight=False)
     rows = summary["failing"]
     if not rows:
         return
@@ -90,10 +91,10 @@ def print_report(summary: dict[str, Any], console: Any) -> None:
         table.add_column(column, overflow="fold")
     for row in rows[:TABLE_ROWS]:
         colour = "red" if row["status"] == ERROR else "yellow"
-        table.add_row(f"[{colour}]{row['api']}[/]", row["forward"], row["backward"] or "-",
-                      row["output"].removeprefix(row["api"] + "."), f"{row['cosine']:.6f}",
-                      f"{row['max_abs_err']:.3g}", f"{row['max_rel_err']:.3g}", row["standard"])
+        table.add_row(f"[{colour}]{escape(row['api'])}[/]", row["forward"], row["backward"] or "-",
+                      escape(row["output"].removeprefix(row["api"] + ".")), f"{row['cosine']:.6f}",
+                      f"{row['max_abs_err']:.3g}", f"{row['max_rel_err']:.3g}", escape(row["standard"]))
     console.print(table)
     if len(rows) > TABLE_ROWS:
-        console.print(f"... and {len(rows) - TABLE_ROWS} more in {summary['result_csv']}")
+        console.print(f"... and {len(rows) - TABLE_ROWS} more in {summary['result_csv']}", markup=False)
 

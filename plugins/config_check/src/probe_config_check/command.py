@@ -47,6 +47,7 @@ def _collect(args: argparse.Namespace) -> int:
     from probe_core.errors import CheckError
     from probe_core.specs import CheckContext
     from rich.console import Console
+    from rich.markup import escape
 
     from probe_config_check.collect import describe, run_collect, snapshot
     from probe_config_check.dynamic import rank_and_world
@@ -59,7 +60,7 @@ def _collect(args: argparse.Namespace) -> int:
     ctx = CheckContext(shell_paths=tuple(args.data), framework=args.framework, rank=rank, options=_options(args))
     data = snapshot(run_collect(args.registry, ctx, static_only=True))
     out = write_pack(args.output, {rank: data}, describe(args.registry, data))
-    Console().print(f"packed {', '.join(data) or 'nothing'} into [bold]{out}[/]")
+    Console().print(f"packed {', '.join(data) or 'nothing'} into [bold]{escape(str(out))}[/]")
     return 0
 
 
@@ -73,13 +74,14 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _ckpt(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
 
     from probe_config_check.ckpt import compare_checkpoints, write_result
 
     result = compare_checkpoints(args.bench, args.target)
     write_result(result, args.output)
     worst = min((v["cos"] for v in result.values() if "cos" in v), default=None)
-    Console().print(f"compared {len(result)} parameters; lowest cos {worst}; wrote [bold]{args.output}[/]")
+    Console().print(f"compared {len(result)} parameters; lowest cos {worst}; wrote [bold]{escape(args.output)}[/]")
     return 0
 
 

@@ -136,9 +136,10 @@ def write_xlsx(results: list[CheckerResult], path: Path) -> None:
 
 def print_table(results: list[CheckerResult], out: Path) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=f"config check: {out}")
+    table = Table(title=f"config check: {escape(str(out))}")
     for column in ("checker", "status", "rows", "differences", "first difference"):
         table.add_column(column)
     for result in results:
@@ -148,7 +149,8 @@ def print_table(results: list[CheckerResult], out: Path) -> None:
             d = diffs[0]
             first = f"rank {d['rank']} {d['item']}: {_short(d['bench'])} vs {_short(d['target'])}"
         colour = "green" if result.status == "pass" else "red"
-        table.add_row(result.name, f"[{colour}]{result.status}[/]", str(len(result.rows)), str(len(diffs)), first)
+        table.add_row(escape(result.name), f"[{colour}]{result.status}[/]", str(len(result.rows)), str(len(diffs)),
+                      escape(first))
     Console().print(table)
 
 

@@ -58,6 +58,7 @@ def _kind_text(finding: Finding) -> str:
 
 def _print(results: list[StepResult], written: list[Path]) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
@@ -71,13 +72,14 @@ def _print(results: list[StepResult], written: list[Path]) -> None:
         table.add_column(column, overflow="fold")
     for result in results:
         for finding in result.findings:
-            table.add_row("-" if result.step is None else str(result.step), str(finding.rank), finding.entry.name,
-                          _kind_text(finding), finding.where, _order_text(finding, result, first))
+            table.add_row("-" if result.step is None else str(result.step), str(finding.rank),
+                          escape(finding.entry.name), escape(_kind_text(finding)), escape(finding.where),
+                          escape(_order_text(finding, result, first)))
     console.print(table)
     named = first.first
     step = "" if named.step is None else f"step {named.step}, "
-    console.print(f"first NaN/Inf of the job: {step}rank {named.rank}, [bold]{named.entry.name}[/] "
-                  f"({named.where})", highlight=False)
+    console.print(f"first NaN/Inf of the job: {step}rank {named.rank}, [bold]{escape(named.entry.name)}[/] "
+                  f"({escape(named.where)})", highlight=False)
     if named.phase == DURING:
         console.print("no rank's input to this communication holds NaN/Inf before it: the communication itself "
                       "made it (e.g. a sum that overflows) or a rank it exchanged with was not dumped",
@@ -87,7 +89,7 @@ def _print(results: list[StepResult], written: list[Path]) -> None:
         console.print(f"rank(s) {others} show one at the same point (they ran concurrently; the lowest rank is "
                       "named)", highlight=False)
     for path in written:
-        console.print(f"wrote {path}", highlight=False)
+        console.print(f"wrote {path}", highlight=False, markup=False)
 
 
 def _run(args: argparse.Namespace) -> int:

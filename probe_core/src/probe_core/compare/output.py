@@ -266,6 +266,7 @@ def write_summary(path: Path, summary: dict[str, Any]) -> None:
 def print_summary(summary: dict[str, Any], console=None) -> None:
     """The table a user reads first: counts per result, unmatched entries, the first divergent entry."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = console or Console()
@@ -277,25 +278,27 @@ def print_summary(summary: dict[str, Any], console=None) -> None:
     for rank in summary["ranks"]:
         counts = rank["counts"]
         first = rank["first_divergence"]
-        table.add_row(rank["label"], *(str(counts[k]) for k in ("pass", "warning", "error", "unmatched")),
-                      first["name"] if first else "-")
+        table.add_row(escape(rank["label"]), *(str(counts[k]) for k in ("pass", "warning", "error", "unmatched")),
+                      escape(first["name"]) if first else "-")
     console.print(table)
     for path in summary.get("partial") or ():
-        console.print(f"[yellow]partial:[/] {path} is an interrupted step: entries after its last record are "
-                      "missing (unmatched on the other side)", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]partial:[/] {escape(str(path))} is an interrupted step: entries after its last "
+                      "record are missing (unmatched on the other side)", highlight=False, soft_wrap=True)
     first = summary["first_divergence"]
     if first:
         where = f" (step {first['step']}, rank {first['rank_id']})" if "step" in first else ""
-        console.print(f"[bold]First divergence{where}:[/] [red]{first['name']}[/] ({first['reason']})",
+        name, reason = escape(first["name"]), escape(first["reason"])
+        console.print(f"[bold]First divergence{where}:[/] [red]{name}[/] ({reason})",
                       highlight=False)
         for other in first.get("concurrent") or ():
-            console.print(f"  at the same time on rank {other['rank']}: {other['name']}", highlight=False)
+            console.print(f"  at the same time on rank {other['rank']}: {other['name']}", highlight=False,
+                          markup=False)
         if first.get("module"):
-            console.print(f"  module: {first['module']}", highlight=False)
+            console.print(f"  module: {first['module']}", highlight=False, markup=False)
         stack = first.get("stack") or []
         own_code = [line for line in stack if "site-packages" not in line and "dist-packages" not in line]
         for line in (own_code or stack)[:3]:  # innermost frames of the user's code first
-            console.print(f"  {line.strip()}", highlight=False, soft_wrap=True)
+            console.print(f"  {line.strip()}", highlight=False, soft_wrap=True, markup=False)
     else:
         console.print("[green]No divergent entry: no entry adds more error than its inputs and precision explain.[/]")
     for rank in summary["ranks"]:
@@ -303,5 +306,5 @@ def print_summary(summary: dict[str, Any], console=None) -> None:
             names = rank["unmatched"][side]
             if names:
                 shown = ", ".join(names[:5]) + (f", ... ({len(names)} in all)" if len(names) > 5 else "")
-                console.print(f"[grey50]{rank['label']}: only in {side}: {shown}[/]", highlight=False)
-    console.print(f"Results in {summary['output']}", highlight=False)
+                console.print(f"[grey50]{escape(rank['label'])}: only in {side}: {escape(shown)}[/]", highlight=False)
+    console.print(f"Results in {summary['output']}", highlight=False, markup=False)

@@ -94,9 +94,9 @@ def _run(args: argparse.Namespace) -> int:
     done = recover(root, args.keep_journal)
     console = Console()
     if not done:
-        console.print(f"nothing to recover under {root}: every step there is final")
+        console.print(f"nothing to recover under {root}: every step there is final", markup=False)
     for folder, what in done:
-        console.print(f"{folder}: {what}", highlight=False)
+        console.print(f"{folder}: {what}", highlight=False, markup=False)
     return 0
 
 

@@ -52,6 +52,7 @@ def summarize(target: Graph, bench: Graph | None = None) -> GraphSummary:
 def print_summary(summaries: Sequence[GraphSummary], output: str, compare: bool) -> None:
     """Print one rich table (one row per step/rank) and where the file went."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title="probe graph", title_justify="left")
@@ -70,15 +71,15 @@ def print_summary(summaries: Sequence[GraphSummary], output: str, compare: bool)
         table.add_row(*row)
         first = s.first_divergent if compare else s.first_overflow
         if first:
-            firsts.append(f"step {s.step} rank {s.rank}: {label} [red]{first}[/]")
+            firsts.append(f"step {s.step} rank {s.rank}: {label} [red]{escape(first)}[/]")
     console = Console()
     console.print(table)
     for line in firsts:
         console.print(line, highlight=False, soft_wrap=True)
     job = next((s.job_first for s in summaries if s.job_first), None) if compare else None
     if job and len(firsts) > 1:
-        console.print(f"first divergence of the job: [red]{job}[/]", highlight=False, soft_wrap=True)
-    console.print(f"graph file: [bold]{output}[/]  (view it: probe graph --serve {_folder(output)})")
+        console.print(f"first divergence of the job: [red]{escape(job)}[/]", highlight=False, soft_wrap=True)
+    console.print(f"graph file: [bold]{escape(output)}[/]  (view it: probe graph --serve {escape(_folder(output))})")
 
 
 def _folder(output: str) -> str:

@@ -117,6 +117,7 @@ def plot(path: Path, comparison: Comparison, labels: tuple[str, str]) -> None:
 
 def print_table(comparison: Comparison, summary: dict[str, Any]) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
@@ -127,14 +128,15 @@ def print_table(comparison: Comparison, summary: dict[str, Any]) -> None:
                       f"largest relative difference {worst:.3g}, within noise)")
         return
     console.print(f"[bold red]The runs part at step {first['step']}[/], rank {first['rank']}: "
-                  f"[bold]{first['quantity']}[/] of [bold]{first['name']}[/] (module {first['module'] or '<root>'}), "
+                  f"[bold]{escape(first['quantity'])}[/] of [bold]{escape(first['name'])}[/] "
+                  f"(module {escape(first['module'] or '<root>')}), "
                   f"relative difference {first['rel_diff']:.3g} > {first['threshold']:.3g}", highlight=False)
     view = Table(title=f"step {first['step']} along the update chain")
     for column in ("quantity", "max rel diff", "threshold", "rows parting"):
         view.add_column(column)
     for item in summary["quantities_at_first_step"]:
         style = "red" if item["parting"] else ""
-        view.add_row(item["quantity"], f"{float(item['max_rel_diff']):.3g}", f"{item['threshold']:.3g}",
+        view.add_row(escape(item["quantity"]), f"{float(item['max_rel_diff']):.3g}", f"{item['threshold']:.3g}",
                      f"{item['parting']} / {item['rows']}", style=style)
     console.print(view)
 
