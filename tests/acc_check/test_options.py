@@ -28,7 +28,7 @@ def test_workers_give_the_same_results_as_a_serial_run(stat_dump, registry, tmp_
 
 def test_a_dask_cluster_gives_the_serial_runs_results(stat_dump, registry, tmp_path):
     """--scheduler: the APIs run in batches on a real 2-worker cluster; the client judges and writes, so the
-    CSVs are the serial run's. -d with a cluster is a clear error."""
+    CSVs are the serial run's. -d with a cluster, or no Dask installed, is a clear error."""
     import distributed  # the [dask] extra: part of make test's install
 
     serial = run_check(CheckOptions(str(stat_dump), str(tmp_path / "serial")), registry)
@@ -49,6 +49,11 @@ def test_a_dask_cluster_gives_the_serial_runs_results(stat_dump, registry, tmp_p
     key = ("pytorch", "cpu", None, False)
     assert len(ran) == 2 and key in sum(ran.values(), []) and all(b in ([], [key]) for b in ran.values())
     assert refused.returncode != 0 and "CUDA_VISIBLE_DEVICES" in refused.stderr and "Traceback" not in refused.stderr
+    # without Dask: said before any file is written, the pip extra as it is spelled
+    missing = probe("acc-check", "-api_info", str(stat_dump), "-o", str(tmp_path / "nodask"), "--executor", "dask",
+                    cwd=tmp_path, prelude="import sys\nsys.modules['distributed'] = None\n")
+    assert missing.returncode == 2 and "pip install 'probe-core[dask]'" in missing.stderr, missing.stderr
+    assert not (tmp_path / "nodask").exists()
 
 
 def test_filter_and_filter_api_narrow_the_run(stat_dump, registry, tmp_path):

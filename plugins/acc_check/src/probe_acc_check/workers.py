@@ -15,6 +15,7 @@ import os
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import ExitStack
 from dataclasses import replace
 from typing import Any
 
@@ -84,11 +85,25 @@ def _run_batch(cases: list[ApiCase], framework: str, options: Any) -> list[Run |
 
 def on_cluster(cases: list[ApiCase], framework: str, options: Any) -> Iterator[Run | str]:
     """The outcome of each case, in order, computed on a Dask cluster (``options.scheduler``, or a local
-    cluster of ``options.workers`` processes), :data:`CLUSTER_BATCH` cases a job."""
+    cluster of ``options.workers`` processes), :data:`CLUSTER_BATCH` cases a job. The cluster is reached and
+    the jobs sent now, so that a missing Dask or an unreachable scheduler is reported before any file is
+    written; the outcomes come as the jobs finish."""
     from probe_core.executor import ExecutorChoice, job_executor
 
     batches = [cases[at:at + CLUSTER_BATCH] for at in range(0, len(cases), CLUSTER_BATCH)]
-    with job_executor(ExecutorChoice("dask", options.workers, options.scheduler), len(batches)) as executor:
-        n = len(batches)
-        for batch in executor.map(_run_batch, batches, [framework] * n, [options] * n):  # Dask wants sized lists
+    stack = ExitStack()
+    executor = stack.enter_context(job_executor(ExecutorChoice("dask", options.workers, options.scheduler),
+                                                len(batches)))
+    n = len(batches)
+    try:
+        outcomes = executor.map(_run_batch, batches, [framework] * n, [options] * n)  # Dask wants sized lists
+    except BaseException:
+        stack.close()
+        raise
+    return _flattened(outcomes, stack)
+
+
+def _flattened(batches: Iterator[list[Run | str]], stack: ExitStack) -> Iterator[Run | str]:
+    with stack:  # the cluster is left when the last outcome is read (or the reader stops)
+        for batch in batches:
             yield from batch
