@@ -168,7 +168,8 @@ def _run_plugins(args: argparse.Namespace) -> int:
         if row["error"]:
             provides = row["error"]
         status = f"[{colours[row['status']]}]{row['status']}[/]"
-        table.add_row(row["name"], row["distribution"], row["version"], status, hooks, Text(provides))
+        table.add_row(Text(row["name"]), Text(row["distribution"]), Text(row["version"]), status, hooks,
+                      Text(provides))
     Console().print(table)
     return 0
 

@@ -140,16 +140,17 @@ def print_summary(summary: Summary, code: int, config: Any) -> None:
     """The end-of-run report: steps, ranks, entries, bytes, dump path."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title="probe run — collection summary", show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value")
-    table.add_row("task / level", f"{config.task} / {config.level}")
+    table.add_row("task / level", Text(f"{config.task} / {config.level}"))
     table.add_row("steps written", _ranges(summary.steps))
     table.add_row("ranks", _ranges(summary.ranks))
     table.add_row("entries", str(summary.entries))
     table.add_row("bytes written", _human(summary.bytes))
-    table.add_row("dump path", os.path.abspath(summary.dump_path))
+    table.add_row("dump path", Text(os.path.abspath(summary.dump_path)))  # a path's brackets are no markup
     table.add_row("script exit code", str(code))
     Console(stderr=False).print(table)
 
