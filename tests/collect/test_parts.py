@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -263,6 +264,36 @@ def test_writer_close_raises_its_first_error(tmp_path):
     with pytest.raises(CollectionError, match="writing the dump failed: OSError: disk full"):
         writer.close()
 
+
+def test_tensor_files_after_a_failed_one_are_dropped_and_release_their_room(tmp_path):
+    """One queue of tensor files: after the first failure nothing more is written (no link, no later file, not the
+    step's dump.json), and every queued snapshot's bytes are given back, so the training thread never waits."""
+    written: list[str] = []
+
+    def save(tensor: Any, path: str) -> int:
+        if tensor == "bad":
+            raise OSError("disk full")
+        written.append(os.path.basename(path))
+        Path(path).write_text(tensor)
+        return len(tensor)
+
+    writer = _writer(tmp_path, save=save)
+    gate = threading.Event()
+    writer._run(gate.wait)  # the writer thread is busy: every file below waits in the queue
+    writer.save_tensor("ok", "first.pt", 2)
+    writer.save_tensor("bad", "second.pt", 3)
+    writer.save_tensor("later", "third.pt", 5)
+    writer.link_tensor("first.pt", "again.pt")
+    writer.write([Pending("e", "Torch.add.0.forward", {}, None, False, None)], lambda: None)
+    writer.end_step()
+    assert writer._queued_bytes == 10
+    gate.set()
+    with pytest.raises(CollectionError, match="disk full"):
+        writer.close()
+    assert written == ["first.pt"] and writer._queued_bytes == 0
+    folder = tmp_path / "step0" / "rank0"
+    assert sorted(p.name for p in (folder / "dump_tensor_data").iterdir()) == ["first.pt"]
+    assert not (folder / "dump.json").exists()
 
 # -- the facade --------------------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import threading
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -66,9 +67,9 @@ class _StepState:
     rank: int
     rank_dir: Path
     journal: Journal
+    tensor_dir: str  # the step's dump_tensor_data folder, with a trailing separator
     records: StepRecords = field(default_factory=StepRecords)
     stacks_written: set[int] = field(default_factory=set)
-    saves: list[Future] = field(default_factory=list)
     entries: int = 0
     interrupted: str | None = None  # the signal (SIGTERM/SIGINT) that ended the run in this step
 
@@ -115,7 +116,10 @@ class StepWriter:
         self._prepared = False
         self._queue_room = threading.Condition()  # signalled as queued snapshots are written
         self._queued_bytes = 0
-        self._checked: Path | None = None  # the tensor folder safe_dir made and checked last (once, not per file)
+        self._files: deque[tuple[Any, str, int, str | None]] = deque()  # tensor files for the writer thread
+        self._files_lock = threading.Lock()
+        self._draining = False  # a task draining self._files is queued or running
+        self._checked: str | None = None  # the tensor folder safe_dir made and checked last (once, not per file)
 
     @property
     def interrupted(self) -> str | None:
@@ -196,7 +200,8 @@ class StepWriter:
 
     def begin_step(self, step: int, rank: int) -> None:
         rank_dir = self.dump_root / f"step{step}" / f"rank{rank}"
-        self._state = _StepState(step, rank, rank_dir, Journal(rank_dir, self.dump_root))
+        self._state = _StepState(step, rank, rank_dir, Journal(rank_dir, self.dump_root),
+                                 os.path.join(rank_dir, "dump_tensor_data", ""))
 
     def end_step(self) -> None:
         """Queue the step's final files (written atomically, then ``probe_on_step_end``); an empty step
@@ -221,8 +226,6 @@ class StepWriter:
         return header
 
     def _finish_step(self, state: _StepState) -> None:
-        for future in state.saves:
-            future.result()
         state.journal.close(remove=False)
         if not state.records.entries and not state.records.debug:
             state.journal.close(remove=True)
@@ -245,53 +248,70 @@ class StepWriter:
         """Write a tensor snapshot to the step's ``dump_tensor_data/{data_name}`` (before its step ends).
         At most :data:`SAVE_QUEUE_BYTES` of snapshots wait for the writer: beyond that the training thread
         waits here until enough are written (one snapshot larger than the bound still goes alone)."""
-        state = self._state
-        path = state.rank_dir / "dump_tensor_data" / data_name
         with self._queue_room:
             while self._queued_bytes and self._queued_bytes + nbytes > SAVE_QUEUE_BYTES and not self._errors:
                 self._queue_room.wait()
             self._queued_bytes += nbytes
-        state.saves.append(self._executor().submit(self._save_one, snapshot, path, nbytes))
+        self._queue_file((snapshot, self._state.tensor_dir + data_name, nbytes, None))
 
     def link_tensor(self, saved_name: str, data_name: str) -> None:
         """``data_name`` holds the same values as ``saved_name``, saved earlier in this step: a hard link to
         that file (a copy where the file system has no links)."""
-        state = self._state
-        folder = state.rank_dir / "dump_tensor_data"
-        state.saves.append(self._executor().submit(self._link_one, folder / saved_name, folder / data_name))
+        folder = self._state.tensor_dir
+        self._queue_file((None, folder + data_name, 0, folder + saved_name))
 
-    def _save_one(self, snapshot: Any, path: Path, nbytes: int) -> None:
-        try:
-            if self._errors:
+    def _queue_file(self, item: tuple[Any, str, int, str | None]) -> None:
+        """Queue a tensor file for the writer thread: (snapshot, path, its bytes, or for a link: None, path, 0,
+        the file linked). The files wait in one queue that one writer task drains, not a task each: a step
+        writes thousands, and a future per file was enough garbage to set off full collections of the
+        training process's objects (~0.1 s each, every few steps)."""
+        with self._files_lock:
+            self._files.append(item)
+            if self._draining:
                 return
-            self._write_file(path, lambda: self._save(snapshot, str(path)))
-        finally:
-            with self._queue_room:
-                self._queued_bytes -= nbytes
-                self._queue_room.notify_all()
+            self._draining = True
+        try:
+            self._executor().submit(self._drain_files)
+        except RuntimeError:  # interpreter exit (an atexit close): the pool takes no more work
+            self._drain_files()
 
-    def _link_one(self, source: Path, path: Path) -> None:
-        if self._errors:
-            return
-        def link() -> None:
+    def _drain_files(self) -> None:
+        """Write the queued tensor files, in order, until none is left. The step's final files are queued
+        after its tensor files on the same thread, so they are written once these are."""
+        while True:
+            with self._files_lock:
+                if not self._files:
+                    self._draining = False
+                    return
+                snapshot, path, nbytes, source = self._files.popleft()
             try:
-                os.link(source, path)
-            except OSError:
-                shutil.copyfile(source, path, follow_symlinks=False)
+                if self._errors:
+                    continue  # nothing is written after the first error
+                if source is None:
+                    self._write_file(path, self._save, snapshot, path)
+                else:
+                    self._write_file(path, _link, source, path, counted=False)
+            except Exception:  # noqa: S112 (kept by _write_file: stops collection, close() raises it)
+                continue
+            finally:
+                snapshot = None  # freed now, not when the next file is taken
+                if nbytes:
+                    with self._queue_room:
+                        self._queued_bytes -= nbytes
+                        self._queue_room.notify_all()
 
-        self._write_file(path, link, counted=False)
-
-    def _write_file(self, path: Path, write: Callable[[], Any], counted: bool = True) -> None:
+    def _write_file(self, path: str, write: Callable[..., Any], *args: Any, counted: bool = True) -> None:
         try:
             self._prepare()
-            if path.parent != self._checked:
-                safe_dir(self.dump_root, *path.parent.relative_to(self.dump_root).parts)
-                self._checked = path.parent
-            if path.is_symlink():
+            folder = os.path.dirname(path)
+            if folder != self._checked:
+                safe_dir(self.dump_root, *Path(folder).relative_to(self.dump_root).parts)
+                self._checked = folder
+            if os.path.islink(path):
                 raise CollectionError(f"{path}: refusing to write through a symbolic link")
-            written = write()
+            written = write(*args)
             if counted:  # the size the save returned, else the file's
-                self.summary.bytes += written if isinstance(written, int) else path.stat().st_size
+                self.summary.bytes += written if isinstance(written, int) else os.stat(path).st_size
         except Exception as exc:  # a full disk stops the collection at once, not at the step's end
             self._record_error(exc)
             raise
@@ -360,3 +380,11 @@ class StepWriter:
                                   "collection stopped at once: the finished steps and this step's journal are "
                                   "kept (probe recover DUMP_PATH finalises it); free space or fix the permissions "
                                   "of dump_path and run again") from None
+
+
+def _link(source: str, path: str) -> None:
+    """Hard-link ``path`` to ``source`` (a copy where the file system has no links)."""
+    try:
+        os.link(source, path)
+    except OSError:
+        shutil.copyfile(source, path, follow_symlinks=False)
