@@ -13,6 +13,9 @@ its ratios print beside probe's.
 Tensor mode writes ~1 GB a step, and its ratios depend on the page cache it meets: with the cache already
 full of other files (11 GB after a 15 GiB compare benchmark, 2026-11-27), reclaiming it made probe 6.5x and
 msprobe 13.8x; the same code after ``sync; echo 3 > /proc/sys/vm/drop_caches`` gave 4.3x and 11.9x.
+The last line gives tensor mode's I/O floor, measured in its process after its steps: the CPU time of writing
+files of the sizes of its last step, one open, write and close each, as a share of the step. On the 2-core box
+it ranged from +0.97 to +1.68 of a step (the kernel's page-cache work varies with what is dirty and cached).
 
 The cost of journaling every record before the next top-level call returns (issue 11, item 5), measured
 with ``--hidden 256 --layers 4 --batch 8 --seq 64 --steps 25`` on the busy 2-core box, CPU ratios, runs of
@@ -127,6 +130,39 @@ def _dir_size(path: Path) -> int:
     return sum(files.values())
 
 
+def _file_sizes(path: Path) -> list[int]:
+    """The size of each tensor file of the newest step under ``path`` (a hard link counts once)."""
+    steps = sorted((p for p in path.rglob("step*") if p.is_dir() and p.name[4:].isdigit()),
+                   key=lambda p: int(p.name[4:])) if path.exists() else []
+    if not steps:
+        return []
+    files = {(s.st_dev, s.st_ino): s.st_size for p in steps[-1].rglob("dump_tensor_data/*") if p.is_file()
+             for s in [p.stat()]}
+    return list(files.values())
+
+
+def write_floor(sizes: list[int], folder: Path, rounds: int = 3) -> float:
+    """CPU seconds (median of ``rounds``) of writing files of ``sizes`` bytes into one new folder, each with one
+    open, one write and one close: what the bytes of a tensor step cost the kernel alone, whoever writes them."""
+    import torch
+
+    data = torch.randn(max(sizes, default=0) // 4 + 1).numpy().tobytes()
+    spent = []
+    for round_ in range(rounds):
+        target = folder / f"floor{round_}"
+        target.mkdir(parents=True)
+        start = time.process_time()
+        for i, size in enumerate(sizes):
+            fd = os.open(target / f"{i}.pt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+            try:
+                os.write(fd, memoryview(data)[:size])
+            finally:
+                os.close(fd)
+        spent.append(time.process_time() - start)
+        shutil.rmtree(target)
+    return statistics.median(spent)
+
+
 def _prune_steps(path: Path) -> int:
     """Delete every step folder but the newest (which a writer may still fill); return their bytes. Tensor mode
     writes ~1 GB a step: kept, the files fill the page cache and the reclaim then slows every later step of
@@ -219,7 +255,9 @@ def worker(args: argparse.Namespace) -> None:
     for debugger in debuggers.values():
         if debugger is not None and hasattr(debugger, "close"):
             debugger.close()
-    print(json.dumps({mode: {"median": statistics.median(times[mode][args.warmup:]),
+    floors = {mode: write_floor(_file_sizes(dump / mode), dump / "floor") for mode in modes
+              if args.tool == "probe" and mode == "tensor"}
+    print(json.dumps({mode: {"write_floor": floors.get(mode, 0.0), "median": statistics.median(times[mode][args.warmup:]),
                              "cpu": statistics.median(cpu[mode][args.warmup:]),
                              "journal": statistics.median(journal.spent.get(mode, [0.0] * rounds)[1:][args.warmup:]
                                                           or [0.0]),
@@ -310,6 +348,10 @@ def main() -> None:
                      f"{_size(theirs['bytes_per_step']):>11}"
                      if "error" not in theirs else f"  msprobe error: {theirs['error']}")
         print(line, flush=True)
+    if "tensor" in modes and "error" not in ours["tensor"]:
+        floor = ours["tensor"]["write_floor"] / idle_of["tensor"]["cpu"]
+        print(f"tensor's I/O floor: writing the same files alone (open, write, close; no tool, no copy, no CRC) costs "
+              f"+{floor:.2f} of a step's CPU: no tool can write them under {1 + floor:.2f}x")
 
 
 if __name__ == "__main__":
