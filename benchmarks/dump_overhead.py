@@ -257,7 +257,8 @@ def worker(args: argparse.Namespace) -> None:
             debugger.close()
     floors = {mode: write_floor(_file_sizes(dump / mode), dump / "floor") for mode in modes
               if args.tool == "probe" and mode == "tensor"}
-    print(json.dumps({mode: {"write_floor": floors.get(mode, 0.0), "median": statistics.median(times[mode][args.warmup:]),
+    print(json.dumps({mode: {"write_floor": floors.get(mode, 0.0),
+                             "median": statistics.median(times[mode][args.warmup:]),
                              "cpu": statistics.median(cpu[mode][args.warmup:]),
                              "journal": statistics.median(journal.spent.get(mode, [0.0] * rounds)[1:][args.warmup:]
                                                           or [0.0]),

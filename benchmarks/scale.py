@@ -170,7 +170,8 @@ def main() -> None:
                           f"(its fixed {fixed:.1f} s, then the marginal rate)")
         decoded, scanned = decoding_floor(pair, args.entries * ROWS_PER_ENTRY)
         print(f"\nthe floor, one rank pair in this process: decoding both dump.json files (msgspec, whole) "
-              f"{decoded:,.0f} rows/s; probe's reading pass alone (its scanner indexing both) {scanned:,.0f} rows/s")
+              f"{decoded:,.0f} rows/s; probe's reading pass alone (its scanner indexing both) "
+              f"{scanned:,.0f} rows/s")
         if base:
             per_worker = rows / base
             steady = f", {marginal['1 process']:,.0f} marginal" if "1 process" in marginal else ""
