@@ -13,6 +13,7 @@ import probe_core.dump.jsonstream as jsonstream
 from probe_core.dump import RankDump, discover, parse_entry_name
 from probe_core.errors import DumpError
 from probe_core.plugins import ProbeWarning, current_registry
+from probe_core.selection import spans
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PT = FIXTURES / "msprobe_pytorch_stat_mix"
@@ -90,6 +91,13 @@ def test_entry_names_parse():
     assert parse_entry_name("Module.head.Linear.parameters_grad.0").kind == "parameters_grad"
 
 
+def test_spans_list_numbers_as_runs():
+    """A 1,024-rank job's ranks read 0-1023 in a message, not a thousand numbers."""
+    assert spans(range(1024)) == "0-1023"
+    assert spans([9, 0, 1, 2, 3, 5, 7, 8, 3]) == "0-3, 5, 7-9"
+    assert spans([]) == "" and spans([4]) == "4"
+
+
 def test_discover_layouts_and_filters(tmp_path):
     for step in (0, 1):
         for rank in (0, 1):
@@ -102,10 +110,10 @@ def test_discover_layouts_and_filters(tmp_path):
     assert [(d.step, d.rank) for d in discover(root / "step1" / "rank1")] == [(1, 1)]
     assert [(d.step, d.rank) for d in discover(root / "step1" / "rank1" / "dump.json")] == [(1, 1)]
     assert [(d.step, d.rank) for d in discover(root, ranks=[1], steps=[0])] == [(0, 1)]
-    with pytest.raises(DumpError, match=r"no rank \[5\] in this dump; ranks present: \[0, 1\]"):
+    with pytest.raises(DumpError, match=r"no rank 5 in this dump; ranks present: 0-1$"):
         discover(root, ranks=[5])
-    with pytest.raises(DumpError, match=r"no step \[9\].*steps present: \[0, 1\]"):
-        discover(root, steps=[9])
+    with pytest.raises(DumpError, match=r"no step 7, 9-10 in this dump; steps present: 0-1$"):
+        discover(root, steps=[10, 9, 7])
     with pytest.raises(DumpError, match="no such file or folder"):
         discover(tmp_path / "nope")
     (tmp_path / "emptydir").mkdir()

@@ -71,3 +71,18 @@ def test_sides_without_common_ranks_are_a_clear_error(tmp_path: Path) -> None:
     bench = _root(tmp_path / "bench", steps=(0,), ranks=(4, 5))
     done = run_probe("-tp", target, "-gp", bench, "-o", tmp_path / "out", check=False)
     assert done.returncode == 2 and "share no step/rank" in done.stderr
+
+
+def test_rank_and_step_pick_the_graphs_built(tmp_path: Path) -> None:
+    """--rank and --step (repeatable, or comma lists, as probe compare's) keep only those graphs, on both sides;
+    a rank the dump lacks is a clear error that lists the ranks present as runs; --rank with --rank-size
+    (which merges every rank of a step) is refused."""
+    target = _root(tmp_path / "target", steps=(0, 1), ranks=(0, 1, 2, 3))
+    bench = _root(tmp_path / "bench", steps=(0, 1), ranks=(0, 1, 2, 3))
+    run_probe("-tp", target, "-gp", bench, "-o", tmp_path / "out", "--rank", "1,3", "--step", "1")
+    assert _counts(only_db(tmp_path / "out")) == {(1, r, src): 164 for r in (1, 3) for src in ("NPU", "Bench")}
+    missing = run_probe(target, "-o", tmp_path / "none", "--rank", "7", "--rank", "9", check=False)
+    assert missing.returncode == 2 and "no rank 7, 9 in this dump; ranks present: 0-3" in missing.stderr
+    assert "Traceback" not in missing.stderr
+    merged = run_probe(target, "-o", tmp_path / "merged", "--rank", "1", "--rank-size", "4", check=False)
+    assert merged.returncode == 2 and "give one or the other" in merged.stderr

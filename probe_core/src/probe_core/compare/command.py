@@ -18,6 +18,7 @@ from pathlib import Path
 from probe_core import hookimpl
 from probe_core.errors import CompareError
 from probe_core.executor import add_executor_arguments, executor_choice
+from probe_core.selection import add_selection_arguments, selection
 from probe_core.specs import CommandSpec
 
 #: msprobe's ``--mode`` values; probe compares framework dumps, which is msprobe's ``auto``.
@@ -60,8 +61,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--consistent_check", action="store_true",
                         help="train vs inference dumps: module names of --backend are mapped")
     parser.add_argument("--backend", choices=("fsdp", "megatron"), help="training backend for --consistent_check")
-    parser.add_argument("--rank", type=_ints, action="append", help="compare only this rank (repeatable, or 0,1)")
-    parser.add_argument("--step", type=_ints, action="append", help="compare only this step (repeatable, or 0,1)")
+    add_selection_arguments(parser, "compare")
     add_executor_arguments(parser, "processes in parallel (default 1): one per rank, or over the entries of a "
                                    "single rank; with --executor dask, the local cluster's workers")
     parser.add_argument("--rules", choices=("noise", "msprobe"), default="noise",
@@ -73,18 +73,6 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lenient", action="store_true",
                         help="read what is readable of damaged dumps (warn), mark missing tensor files as errors")
     parser.add_argument("--quiet", action="store_true", help="no progress bar and no summary table")
-
-
-def _ints(text: str) -> list[int]:
-    """``--rank 3`` or msprobe's ``--rank 0,1``."""
-    try:
-        return [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: give integers, e.g. 0 or 0,1") from None
-
-
-def _flat(values: list[list[int]] | None) -> list[int] | None:
-    return [v for group in values for v in group] if values else None
 
 
 def _paths(args: argparse.Namespace) -> tuple[Path, Path]:
@@ -123,7 +111,7 @@ def _run(args: argparse.Namespace) -> int:
     _warn_unsupported(args)
     options = CompareOptions(
         target=target, bench=bench, output=Path(args.output), fuzzy=args.fuzzy,
-        mapping=_path_or_flag(args.mapping), ranks=_flat(args.rank), steps=_flat(args.step),
+        mapping=_path_or_flag(args.mapping), ranks=selection(args.rank), steps=selection(args.step),
         workers=choice.workers, executor=choice.kind, scheduler=choice.scheduler, lenient=args.lenient,
         xlsx=args.xlsx, progress=not args.quiet and not args.tensor_log,
         data_mapping=_path_or_flag(args.data_mapping), cell_mapping=_path_or_flag(args.cell_mapping),

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from probe_core.dump.reader import RankDump
 from probe_core.errors import DumpError
+from probe_core.selection import spans
 
 DUMP_FILE = "dump.json"
 JOURNAL = ".journal.jsonl"  # a step whose process died before writing dump.json: read from its journal
@@ -100,12 +101,12 @@ def _filter(found: list[RankDump], root: Path, ranks: Iterable[int] | None,
         keep = [d for d in keep if d.step in wanted or (d.step is None and len(found) == 1)]
         if not keep:
             have = sorted({d.step for d in found if d.step is not None})
-            raise DumpError(f"{root}: no step {sorted(wanted)} in this dump; steps present: {have or 'none'}")
+            raise DumpError(f"{root}: no step {spans(wanted)} in this dump; steps present: {spans(have) or 'none'}")
     if ranks is not None:
         wanted = set(ranks)
         kept = [d for d in keep if (d.rank if d.rank is not None else 0) in wanted]
         if not kept:
             have = sorted({d.rank if d.rank is not None else 0 for d in keep})
-            raise DumpError(f"{root}: no rank {sorted(wanted)} in this dump; ranks present: {have}")
+            raise DumpError(f"{root}: no rank {spans(wanted)} in this dump; ranks present: {spans(have)}")
         keep = kept
     return sorted(keep, key=lambda d: (d.step if d.step is not None else -1, d.rank if d.rank is not None else -1))

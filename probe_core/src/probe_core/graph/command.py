@@ -13,6 +13,7 @@ from pathlib import Path
 from probe_core import hookimpl
 from probe_core.errors import GraphError
 from probe_core.executor import add_executor_arguments, executor_choice
+from probe_core.selection import add_selection_arguments, selection
 from probe_core.specs import CommandSpec
 
 
@@ -37,6 +38,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-lm", "--layer-mapping", "--layer_mapping", nargs="?", const=True, default=None,
                         metavar="YAML", help="cross-suite matching: module paths, class names ignored; a YAML "
                         "'Class: {target_name: bench_name}' renames layers")
+    add_selection_arguments(parser, "build (and compare)")
     layout = parser.add_argument_group("parallel merge (one value per side, target first)")
     layout.add_argument("--rank-size", "--rank_size", nargs="+", type=int, metavar="N")
     layout.add_argument("--tp", nargs="+", type=int, metavar="N")
@@ -109,13 +111,17 @@ def run(args: argparse.Namespace) -> int:
     if bench is None and args.noise_reference:
         raise GraphError("--noise-reference calibrates a compare: it needs a bench dump (-gp BENCH)")
     layouts = _layouts(args)
+    if layouts is not None and args.rank:
+        raise GraphError("--rank picks single ranks, --rank-size merges every rank of a step into one graph: "
+                         "give one or the other")
     if args.file_type == "json" and (layouts is None or bench is not None):
         raise GraphError("--file_type json writes merged graphs: it needs a build (no -gp) with --rank_size "
                          "(and --tp/--pp/--vpp); drop it to write the .vis.db")
     reference = reference_pair(args.noise_reference, bench) if args.noise_reference else None
     options = GraphOptions(overflow=args.overflow, fuzzy=args.fuzzy, rules=args.rules, layer_mapping=_mapping(args.layer_mapping),
                            layouts=layouts, json_dir=args.output if args.file_type == "json" else None,
-                           tensor_log=args.tensor_log, progress_log=args.progress_log, noise_reference=reference)
+                           tensor_log=args.tensor_log, progress_log=args.progress_log, noise_reference=reference,
+                           ranks=selection(args.rank), steps=selection(args.step))
     path, summaries = run_graph(target, bench, Path(args.output), options, executor=choice,
                                 registry=args.registry, progress=not (args.progress_log or args.tensor_log))
     print_summary(summaries, str(path), bench is not None)

@@ -48,6 +48,8 @@ class GraphOptions:
     progress_log: bool = False  # -progress_log: one line per finished graph
     rules: str = "noise"  # --rules: the noise-aware judge (as probe compare's) or "msprobe"
     noise_reference: tuple[Path, Path] | None = None  # --noise-reference: a benign (target, bench) pair
+    ranks: list[int] | None = None  # --rank: only these ranks (None: all)
+    steps: list[int] | None = None  # --step: only these steps
 
 
 STRUCTURE_TASK = "structure"  # msprobe's task that records the hierarchy only: compared as structure
@@ -148,8 +150,8 @@ def _run_job_in_worker(job: GraphJob, options: GraphOptions, ref: RegistryRef) -
 
 def plan_jobs(target_path: str | Path, bench_path: str | Path | None, options: GraphOptions) -> list[GraphJob]:
     """Pair the target's rank dumps with the bench's (by step and rank, or by merge group)."""
-    targets = discover(target_path)
-    benches = discover(bench_path) if bench_path is not None else None
+    targets = discover(target_path, options.ranks, options.steps)
+    benches = discover(bench_path, options.ranks, options.steps) if bench_path is not None else None
     if options.layouts is not None:
         return group_jobs(targets, benches, options.layouts)
     if benches is None:

@@ -31,20 +31,20 @@ class RankFolder:
         return self.dump_file.parent
 
 
-def discover(path: str | Path) -> list[RankFolder]:
-    """Every rank dump under ``path``, sorted by (step, rank)."""
+def discover(path: str | Path, ranks: list[int] | None = None, steps: list[int] | None = None) -> list[RankFolder]:
+    """Every rank dump under ``path``, sorted by (step, rank); only ``ranks`` and ``steps`` when given."""
     from probe_core.dump import discover as discover_dumps
 
     path = Path(path)
     if path.is_dir() and not (path / "dump.json").is_file():
-        steps = [c for c in path.iterdir() if c.is_dir() and c.name.startswith("step")]
-        empty = [s.name for s in steps if not any(_has_dump(r) for r in s.iterdir() if r.is_dir())
+        folders = [c for c in path.iterdir() if c.is_dir() and c.name.startswith("step")]
+        empty = [s.name for s in folders if not any(_has_dump(r) for r in s.iterdir() if r.is_dir())
                  and not _has_dump(s)]
-        if steps and len(empty) == len(steps):
+        if folders and len(empty) == len(folders):
             raise GraphError(f"{path}: step folders {', '.join(sorted(empty))} hold no rank folders (rank0, "
                              "rank1, ...) with a dump.json; point -tp/-gp at a dump made by probe or msprobe")
     try:
-        dumps = discover_dumps(path)
+        dumps = discover_dumps(path, ranks=ranks, steps=steps)
     except DumpError as exc:
         raise GraphError(*exc.messages) from None
     return sorted(RankFolder(d.step or 0, d.rank or 0, d.dump_file) for d in dumps)
