@@ -30,6 +30,7 @@ from probe_core.compare.rules import ERROR, WARNING
 from probe_core.compare.xlsx import StreamingXlsx
 from probe_core.fastjson import float_texts, numbers_json
 from probe_core.modes import DataMode
+from probe_core.selection import SHOWN_ROWS, abridged, gaps, spans
 
 try:
     from probe_core import _reprs  # the C helper: join_rows
@@ -275,24 +276,36 @@ def print_summary(summary: dict[str, Any], console=None) -> None:
     for key, style in (("pass", "green"), ("warning", "yellow"), ("error", "red"), ("unmatched", "grey50")):
         table.add_column(key, style=style, justify="right")
     table.add_column("first divergent entry")
-    for rank in summary["ranks"]:
-        counts = rank["counts"]
-        first = rank["first_divergence"]
-        table.add_row(escape(rank["label"]), *(str(counts[k]) for k in ("pass", "warning", "error", "unmatched")),
-                      escape(first["name"]) if first else "-")
+    ranks, first = summary["ranks"], summary["first_divergence"]
+    shown = abridged(len(ranks), [i for i, rank in enumerate(ranks) if first and rank["label"] == first.get("rank")])
+    skipped = dict(gaps(shown, len(ranks)))
+    keys = ("pass", "warning", "error", "unmatched")
+    for index in [*shown, len(ranks)]:
+        if index in skipped:
+            table.add_row(f"... {skipped[index]} more", *[""] * 5, style="grey50")
+        if index == len(ranks):
+            break
+        rank = ranks[index]
+        counts, found = rank["counts"], rank["first_divergence"]
+        table.add_row(escape(rank["label"]), *(str(counts[k]) for k in keys), escape(found["name"]) if found else "-")
+    if skipped:
+        table.rows[-1].end_section = True
+        table.add_row(f"all {len(ranks)}", *(str(summary["counts"].get(k, 0)) for k in keys), "", style="bold")
     console.print(table)
     for path in summary.get("partial") or ():
         console.print(f"[yellow]partial:[/] {escape(str(path))} is an interrupted step: entries after its last "
                       "record are missing (unmatched on the other side)", highlight=False, soft_wrap=True)
-    first = summary["first_divergence"]
     if first:
         where = f" (step {first['step']}, rank {first['rank_id']})" if "step" in first else ""
         name, reason = escape(first["name"]), escape(first["reason"])
         console.print(f"[bold]First divergence{where}:[/] [red]{name}[/] ({reason})",
                       highlight=False)
+        concurrent: dict[str, list[int]] = {}
         for other in first.get("concurrent") or ():
-            console.print(f"  at the same time on rank {other['rank']}: {other['name']}", highlight=False,
-                          markup=False)
+            concurrent.setdefault(other["name"], []).append(other["rank"])
+        for name, others in concurrent.items():
+            console.print(f"  at the same time on rank{'s' if len(others) > 1 else ''} {spans(others)}: {name}",
+                          highlight=False, markup=False)
         if first.get("module"):
             console.print(f"  module: {first['module']}", highlight=False, markup=False)
         stack = first.get("stack") or []
@@ -301,10 +314,16 @@ def print_summary(summary: dict[str, Any], console=None) -> None:
             console.print(f"  {line.strip()}", highlight=False, soft_wrap=True, markup=False)
     else:
         console.print("[green]No divergent entry: no entry adds more error than its inputs and precision explain.[/]")
-    for rank in summary["ranks"]:
+    unmatched: dict[tuple[str, tuple[str, ...]], list[str]] = {}  # the same names on many ranks: one line
+    for rank in ranks:
         for side in ("target", "bench"):
-            names = rank["unmatched"][side]
-            if names:
-                shown = ", ".join(names[:5]) + (f", ... ({len(names)} in all)" if len(names) > 5 else "")
-                console.print(f"[grey50]{escape(rank['label'])}: only in {side}: {escape(shown)}[/]", highlight=False)
+            if rank["unmatched"][side]:
+                unmatched.setdefault((side, tuple(rank["unmatched"][side])), []).append(rank["label"])
+    for n, ((side, names), labels) in enumerate(unmatched.items()):
+        if n == SHOWN_ROWS:
+            console.print(f"[grey50]... and {len(unmatched) - n} more lists of unmatched entries (summary.json)[/]")
+            break
+        who = labels[0] if len(labels) == 1 else f"{labels[0]} and {len(labels) - 1} more"
+        listed = ", ".join(names[:5]) + (f", ... ({len(names)} in all)" if len(names) > 5 else "")
+        console.print(f"[grey50]{escape(who)}: only in {side}: {escape(listed)}[/]", highlight=False)
     console.print(f"Results in {summary['output']}", highlight=False, markup=False)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from probe_core.graph.model import Graph
 from probe_core.graph.precision import ERROR_AT, WARNING_AT
+from probe_core.selection import abridged, gaps
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,16 @@ def print_summary(summaries: Sequence[GraphSummary], output: str, compare: bool)
         table.add_column(column, no_wrap=True)
     firsts = []  # node names go below the table, whole: a column would cut them
     label = "first divergent node" if compare else "first overflow (critical)"
-    for s in summaries:
+    job = next((s.job_first for s in summaries if s.job_first), None) if compare else None
+    shown = abridged(len(summaries), [i for i, s in enumerate(summaries)
+                                      if job and job.startswith(f"step {s.step} rank {s.rank}: ")])
+    skipped = dict(gaps(shown, len(summaries)))
+    for index in [*shown, len(summaries)]:
+        if index in skipped:
+            table.add_row(*["..."] * len(columns), style="grey50")
+        if index == len(summaries):
+            break
+        s = summaries[index]
         row = [str(s.step), str(s.rank), str(s.nodes)]
         if compare:
             row += [str(s.bench_nodes), str(s.matched), f"[red]{s.errors}[/]" if s.errors else "0",
@@ -72,12 +82,16 @@ def print_summary(summaries: Sequence[GraphSummary], output: str, compare: bool)
         first = s.first_divergent if compare else s.first_overflow
         if first:
             firsts.append(f"step {s.step} rank {s.rank}: {label} [red]{escape(first)}[/]")
+    if skipped:
+        table.caption = f"{sum(skipped.values())} of {len(summaries)} graphs not shown (the file has them all)"
+    unnamed = sum(1 for s in summaries if (s.first_divergent if compare else s.first_overflow)) - len(firsts)
     console = Console()
     console.print(table)
     for line in firsts:
         console.print(line, highlight=False, soft_wrap=True)
-    job = next((s.job_first for s in summaries if s.job_first), None) if compare else None
-    if job and len(firsts) > 1:
+    if unnamed:
+        console.print(f"[grey50]... and {unnamed} more graphs with a {label} (the file has them all)[/]")
+    if job and len(firsts) + unnamed > 1:
         console.print(f"first divergence of the job: [red]{escape(job)}[/]", highlight=False, soft_wrap=True)
     console.print(f"graph file: [bold]{escape(output)}[/]  (view it: probe graph --serve {escape(_folder(output))})")
 
