@@ -82,7 +82,7 @@ def test_rank_and_step_options_take_lists_and_runs():
     args = parser.parse_args(["--rank", "0-3,8", "--rank", "10", "--step", "2"])
     assert selection(args.rank) == [0, 1, 2, 3, 8, 10] and selection(args.step) == [2]
     assert selection(parser.parse_args([]).rank) is None
-    for bad in ("3-1", "a", "-1", "1-"):
+    for bad in ("3-1", "a", "-1", "1-", "0-1000000000"):
         try:
             parser.parse_args(["--rank", bad])
         except argparse.ArgumentError as exc:

@@ -12,6 +12,8 @@ from collections.abc import Iterable
 #: Rank/step rows a summary prints in full. A larger job prints the first half of these, the rows holding its
 #: answer, and counts the rest (a 1,024-rank job: a screen, not a thousand rows; summary.json has them all).
 SHOWN_ROWS = 24
+#: The longest run ``--rank``/``--step`` take (a typo such as 0-1000000000 is an error, not a billion numbers).
+LONGEST_RUN = 1 << 20
 
 
 def spans(numbers: Iterable[int]) -> str:
@@ -66,7 +68,7 @@ def _ints(text: str) -> list[int]:
             first, last = int(low), int(high if dash else low)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r}: give integers or runs, e.g. 0, 0,1 or 0-7") from None
-        if first < 0 or last < first:
+        if first < 0 or last < first or last - first >= LONGEST_RUN:
             raise argparse.ArgumentTypeError(f"{text!r}: {part!r} is no run of ranks or steps; give e.g. 0-7")
         numbers.extend(range(first, last + 1))
     return numbers
