@@ -98,6 +98,12 @@ def test_compare_names_the_layer_whose_gradient_a_bug_scales(runs):
     assert fc3 and all(r["parts"] == "False" for r in fc3)  # above the bug: untouched
 
 
+def test_compare_with_a_rank_neither_run_has_names_the_ranks_present(runs):
+    done = probe("monitor", "compare", "again", "base", "-o", "cmp_none", "--rank", "7", cwd=runs, check=False)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "again has ranks 0, base has 0; --rank 7 leaves no rank in common" in done.stderr
+
+
 def test_compare_of_identical_runs_names_nothing(runs):
     summary, stdout = _compare(runs, "again", "base", "cmp_same")
     assert summary["first_divergence"] is None and summary["plot"] is None

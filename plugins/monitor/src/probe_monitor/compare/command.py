@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from probe_core.errors import CompareError
+from probe_core.selection import spans
 from probe_monitor.compare.diff import NOISE_FACTOR, RTOL, compare_runs
 from probe_monitor.compare.reader import rank_folders, read_rank
 from probe_monitor.compare.report import print_table, write_report
@@ -33,15 +34,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.rtol <= 0 or args.noise_factor < 1:
         raise CompareError("probe monitor compare: --rtol must be > 0 and --noise-factor >= 1")
-    sides = []
-    for path in (Path(args.a), Path(args.b)):
-        folders = rank_folders(path)
-        if args.rank:
-            folders = {r: f for r, f in folders.items() if r in args.rank}
-        sides.append({rank: list(read_rank(folder)) for rank, folder in folders.items()})
-    if not set(sides[0]) & set(sides[1]):
-        raise CompareError(f"probe monitor compare: {args.a} has ranks {sorted(sides[0])}, {args.b} has "
-                           f"{sorted(sides[1])}; no rank in common to compare (see --rank)")
+    found = [rank_folders(Path(path)) for path in (args.a, args.b)]
+    chosen = [{r: f for r, f in folders.items() if not args.rank or r in args.rank} for folders in found]
+    if not set(chosen[0]) & set(chosen[1]):
+        why = f"--rank {spans(args.rank)} leaves no rank in common" if args.rank else "no rank in common to compare"
+        raise CompareError(f"probe monitor compare: {args.a} has ranks {spans(found[0]) or 'none'}, {args.b} has "
+                           f"{spans(found[1]) or 'none'}; {why}")
+    sides = [{rank: list(read_rank(folder)) for rank, folder in folders.items()} for folders in chosen]
     comparison = compare_runs(*sides, rtol=args.rtol, noise_factor=args.noise_factor)
     summary = write_report(comparison, Path(args.output), (args.a, args.b), xlsx=not args.no_xlsx, rtol=args.rtol,
                            noise_factor=args.noise_factor)
