@@ -30,8 +30,9 @@ def _compare_summary(ranks: int, answer: int) -> dict:
     concurrent = [{"rank": rank, "name": "Functional.gelu.0.forward"} for rank in range(answer + 1, ranks)]
     return {"mode": "statistics", "ranks": rows, "output": "/out", "partial": [],
             "counts": {k: sum(r["counts"][k] for r in rows) for k in KEYS},
-            "first_divergence": {"name": "Functional.gelu.0.forward", "reason": "adds error", "rank": f"rank{answer}_step0",
-                                 "step": 0, "rank_id": answer, "concurrent": concurrent, "stack": []}}
+            "first_divergence": {"name": "Functional.gelu.0.forward", "reason": "adds error",
+                                 "rank": f"rank{answer}_step0", "step": 0, "rank_id": answer,
+                                 "concurrent": concurrent, "stack": []}}
 
 
 def test_a_large_compare_prints_a_screen_with_totals_and_the_answer():

@@ -1,8 +1,8 @@
 """Where a command's independent jobs run: this machine's processes, or a Dask cluster.
 
 ``probe compare``, ``probe graph`` and ``probe acc-check`` split their work into jobs that need nothing of
-each other (a rank's chain of steps, one step of a rank, one graph, a batch of APIs to re-run). :func:`job_executor` gives them a
-:class:`concurrent.futures.Executor` to submit those jobs to:
+each other (a rank's chain of steps, one step of a rank, one graph, a batch of APIs to re-run).
+:func:`job_executor` gives them a :class:`concurrent.futures.Executor` to submit those jobs to:
 
 * ``--executor local`` (the default): ``--workers N`` forked processes of this machine (none at 1);
 * ``--executor dask``: a Dask distributed cluster: the scheduler ``--scheduler tcp://host:8786`` (a cluster

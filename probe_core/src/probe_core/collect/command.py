@@ -26,6 +26,7 @@ from probe_core import hookimpl
 from probe_core.collect.debugger import build_collector
 from probe_core.collect.session import Summary
 from probe_core.errors import CollectionError, ProbeError
+from probe_core.selection import spans
 from probe_core.specs import CommandSpec, RunRequest
 
 
@@ -121,21 +122,6 @@ def _human(size: int) -> str:
     return f"{size} B"
 
 
-def _ranges(values: set[int]) -> str:
-    if not values:
-        return "none"
-    ordered = sorted(values)
-    parts, start, prev = [], ordered[0], ordered[0]
-    for value in ordered[1:] + [None]:
-        if value is not None and value == prev + 1:
-            prev = value
-            continue
-        parts.append(str(start) if start == prev else f"{start}-{prev}")
-        if value is not None:
-            start = prev = value
-    return ", ".join(parts)
-
-
 def print_summary(summary: Summary, code: int, config: Any) -> None:
     """The end-of-run report: steps, ranks, entries, bytes, dump path."""
     from rich.console import Console
@@ -146,8 +132,8 @@ def print_summary(summary: Summary, code: int, config: Any) -> None:
     table.add_column("what", style="bold")
     table.add_column("value")
     table.add_row("task / level", Text(f"{config.task} / {config.level}"))
-    table.add_row("steps written", _ranges(summary.steps))
-    table.add_row("ranks", _ranges(summary.ranks))
+    table.add_row("steps written", spans(summary.steps) or "none")
+    table.add_row("ranks", spans(summary.ranks) or "none")
     table.add_row("entries", str(summary.entries))
     table.add_row("bytes written", _human(summary.bytes))
     table.add_row("dump path", Text(os.path.abspath(summary.dump_path)))  # a path's brackets are no markup
