@@ -20,7 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository r
 
 from hypothesis import HealthCheck, settings  # noqa: E402
 
-from tests.robustness.fuzz_targets import TARGETS  # noqa: E402
+from tests.robustness.fuzz_targets import all_targets  # noqa: E402
+
+TARGETS, _ = all_targets()
 
 BATCH = 200  # examples per hypothesis run; runs repeat with fresh random seeds until the time is up
 

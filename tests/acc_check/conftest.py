@@ -20,8 +20,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="session")
 def registry():
-    """probe-core, the PyTorch collector, the data modes and probe-acc-check (its commands and standards)."""
-    return registry_with(enable=["torch", "statistics", "tensor", "acc_check"])
+    """probe-core, the PyTorch and MindSpore collectors (their operator tables are what the pre-check may
+    call), the data modes and probe-acc-check (its commands and standards)."""
+    return registry_with(enable=["torch", "mindspore", "statistics", "tensor", "acc_check"])
 
 
 def _dump(folder: Path, registry, task: str) -> Path:

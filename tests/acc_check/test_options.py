@@ -80,7 +80,9 @@ def test_apis_that_cannot_run_are_skipped_rows_with_their_reason(registry, tmp_p
                                                     "data": data}))
     summary = run_check(CheckOptions(str(tmp_path), str(tmp_path / "out")), registry)
     rows = {name: (row["Forward Test Success"], row["Message"]) for name, row in results(summary).items()}
-    assert rows["Torch.no_such_op.0"] == ("SKIP", "unknown API: torch nor torch.nn.functional has no 'no_such_op'")
+    assert rows["Torch.no_such_op.0"] == ("SKIP", "refused: Torch.no_such_op is not a PyTorch operator the collector "
+                                                  "records (the pre-check runs only the framework's operators, never "
+                                                  "other callables a dump names)")
     assert rows["Functional.relu.0"][0] == "pass"
     assert rows["Torch.matmul.0"][0] == "SKIP" and "the tested run failed on cpu: RuntimeError" in rows[
         "Torch.matmul.0"][1]  # (2, 3) @ (2, 3)
@@ -119,7 +121,7 @@ def test_a_plugin_standard_judges_its_operator_before_msprobes(tmp_path):
                                                     "data": {"Functional.relu.0.forward": {
                                                         "input_args": [tensor], "input_kwargs": {},
                                                         "output": [tensor]}}}))
-    registry = registry_with(RelustStandards(), enable=["acc_check"])
+    registry = registry_with(RelustStandards(), enable=["acc_check", "torch"])
     summary = run_check(CheckOptions(str(tmp_path), str(tmp_path / "out")), registry)
     assert summary["standards"][0] == "exact_relu" and "cosine_and_ratios" in summary["standards"]
     assert {row["Standard"] for row in details(summary).values()} == {"exact_relu"}

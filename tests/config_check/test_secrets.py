@@ -84,3 +84,19 @@ def test_secret_names_in_yaml_keys(tmp_path):
     members = _pack(tmp_path, files={"config.yaml": yaml_text})
     params = members["rank0/hyperparameters.json"]["parameters"]
     assert params["model.num_key_value_heads"]["value"] == 8
+
+
+def test_secret_flags_inside_recorded_command_lines(tmp_path):
+    """Issue 32, item 2: a command line recorded as a value (an env var, a launcher argument, a YAML string)
+    keeps its flags but not the values of secret-named ones: ``--mytok V``, ``--api-key=V``, ``--password 'V'``."""
+    script = (f"python train.py --mytok {SECRET} --lr 1e-4 "
+              f"--launcher 'torchrun --password {SECRET} --nproc 8 train.py'\n")
+    yaml_text = f'job:\n  cmd: "python t.py --hf-token={SECRET} --pad-token-id 0"\n'
+    members = _pack(tmp_path, env={"TORCH_LAUNCH_ARGS": f"--api-key={SECRET} --db-pwd '{SECRET} x' --seed 3"},
+                    files={"train.sh": script, "config.yaml": yaml_text})
+    params = members["rank0/hyperparameters.json"]["parameters"]
+    assert params["mytok"]["value"] == "<redacted>"
+    assert params["launcher"]["value"] == "torchrun --password <redacted> --nproc 8 train.py"
+    assert params["job.cmd"]["value"] == "python t.py --hf-token=<redacted> --pad-token-id 0"
+    assert members["rank0/env.json"]["variables"]["TORCH_LAUNCH_ARGS"] == (
+        "--api-key=<redacted> --db-pwd <redacted> --seed 3")

@@ -51,7 +51,7 @@ def test_probe_plugins_lists_builtins_and_third_party(plugin_site, plugins_json)
     # one built-in plugin at least for every family of the hookspecs
     families = {family for row in rows.values() if row["status"] == "enabled" for family in row["provides"]}
     assert families == {"collectors", "data_modes", "comparators", "checkers", "graph_mergers", "commands",
-                        "monitor_writers", "acc_standards", "run_tasks"}  # (config sections show as hooks)
+                        "monitor_writers", "acc_standards", "acc_backends", "run_tasks"}  # (config sections: hooks)
     assert rows["torch"]["provides"] == {"collectors": ["torch"]}
     assert rows["mindspore"]["provides"] == {"collectors": ["mindspore"]}
     assert {name for mode in ("statistics", "md5", "tensor") for name in rows[mode]["provides"]["comparators"]} \
@@ -273,7 +273,7 @@ def test_misspelled_hook_fails_its_plugin_and_names_plugin_and_hook():
     assert not registry.pm.has_plugin("typo")  # none of its hooks runs, the correct ones included
     assert list(registry.checkers) == ["fine"]  # the rest of probe keeps working
     far = _plugin("far", probe_frobnicate=lambda: [])
-    with pytest.warns(ProbeWarning, match="unknown hook 'probe_frobnicate' \\(no such hook; the hooks are probe_acc_standards, probe_checkers"):
+    with pytest.warns(ProbeWarning, match="unknown hook 'probe_frobnicate' \\(no such hook; the hooks are probe_acc_backends, probe_acc_standards, probe_checkers"):
         assert load_registry(extra=[("far", far)], autoload=False).info("far").status == "failed"
 
 

@@ -123,5 +123,5 @@ def test_output_symlink_is_refused(tmp_path: Path) -> None:
     real.mkdir()
     (tmp_path / "link").symlink_to(real)
     done = run_probe("-tp", TORCH_DUMP, "-o", tmp_path / "link", check=False)
-    assert done.returncode == 2 and "symlink" in done.stderr
+    assert done.returncode == 2 and "symbolic link" in done.stderr
     assert not list(real.iterdir())

@@ -17,7 +17,8 @@ def test_two_ranks_reduced_equal_unreduced_local(tmp_path):
     torchrun = Path(sys.executable).parent / "torchrun"
     run(torchrun, "--nproc_per_node=2", f"--master_port={free_port()}", PROBE, "run", "--task", "monitor", "--dump-path", "out",
         SCRIPTS / "ddp_train.py", cwd=tmp_path, PYTHONPATH=str(ROOT))
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["rank0", "rank1"]
+    # a distributed job keeps its run marker (probe_core.collect.runlock)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".probe_run.json", "rank0", "rank1"]
     for step in range(3):
         reduced, unreduced = [], []
         for rank in (0, 1):

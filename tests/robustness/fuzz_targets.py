@@ -398,3 +398,27 @@ TARGETS: dict[str, Callable[[Any], Callable[[], None]]] = {
     "config.json": configs,
     "mapping YAML": mappings,
 }
+
+#: examples per reader per CI run (``tests/robustness/test_fuzz.py``)
+EXAMPLES = {"dump.json bytes": 150, "dump.json structure": 150, "stack.json/construct.json": 120,
+            "tensor files": 120, "journal": 120, "config_check packs": 200, "safetensors": 300,
+            "torch checkpoints": 150, "config.json": 300, "mapping YAML": 300}
+
+
+def all_targets() -> tuple[dict[str, Callable[[Any], Callable[[], None]]], dict[str, int]]:
+    """Every reader's target and CI example count: this module's and those of each
+    ``tests/robustness/fuzz_*.py`` module (each defines ``TARGETS`` and ``EXAMPLES`` the same way)."""
+    import importlib
+    import pkgutil
+
+    import tests.robustness as package
+
+    targets, examples = dict(TARGETS), dict(EXAMPLES)
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        if info.name.startswith("fuzz_") and info.name != "fuzz_targets":
+            module = importlib.import_module(f"tests.robustness.{info.name}")
+            clash = set(module.TARGETS) & set(targets)
+            assert not clash, f"{info.name}: fuzz target names already taken: {sorted(clash)}"
+            targets.update(module.TARGETS)
+            examples.update(module.EXAMPLES)
+    return targets, examples

@@ -8,12 +8,10 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests.robustness.fuzz_targets import TARGETS
+from tests.robustness.fuzz_targets import all_targets
 
-#: examples per reader per CI run; the whole module stays well under a minute
-EXAMPLES = {"dump.json bytes": 150, "dump.json structure": 150, "stack.json/construct.json": 120,
-            "tensor files": 120, "journal": 120, "config_check packs": 200, "safetensors": 300,
-            "torch checkpoints": 150, "config.json": 300, "mapping YAML": 300}
+#: every reader's target and its examples per CI run; the whole module stays well under a minute
+TARGETS, EXAMPLES = all_targets()
 
 
 @pytest.mark.parametrize("name", list(TARGETS))

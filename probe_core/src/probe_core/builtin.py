@@ -16,7 +16,6 @@ from probe_core.config import (
     LEGACY_TASKS,
     LEVELS,
     NPU_TASKS,
-    RUNNABLE_TASKS,
     SUMMARY_MODE_DEFAULT,
     TOP,
     check_dump_path,
@@ -67,7 +66,9 @@ def probe_config_sections() -> list[ConfigSectionSpec]:
     }
     return [
         ConfigSectionSpec(TOP, (
-            ConfigKey("task", str, "statistics", choices=RUNNABLE_TASKS + tuple(NPU_TASKS) + LEGACY_TASKS),
+            ConfigKey("task", str, "statistics", doc="a task of an installed data mode (statistics, tensor, "
+                                                     "overflow_check, structure, ...); msprobe's "
+                                                     + ", ".join((*NPU_TASKS, *LEGACY_TASKS)) + " load with a warning"),
             ConfigKey("dump_path", str, "./probe_dump", check=check_dump_path),
             ConfigKey("overwrite", bool, False, doc="replace a run already in dump_path (else it is refused)"),
             ConfigKey("rank", list, [], check=check_ids, doc="ranks to dump; [] for all"),
@@ -79,7 +80,7 @@ def probe_config_sections() -> list[ConfigSectionSpec]:
             ConfigKey("precision", str, "high", choices=("high", "low")),
             ConfigKey("is_deterministic", bool, False),
             ConfigKey("seed", int, 1234),
-            ConfigKey("framework", str, None, choices=("pytorch", "mindspore")),
+            ConfigKey("framework", str, None, doc="the framework of an installed collector (pytorch, mindspore, ...)"),
             ConfigKey("acl_config", str, ""),
             ConfigKey("dump_enable", (bool, type(None)), None,
                       doc="hot switch: dumping on/off, re-read from the file at each step boundary"),

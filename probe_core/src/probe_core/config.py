@@ -11,12 +11,13 @@ mean".
 
 from __future__ import annotations
 
+
 import difflib
 import json
 import os
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -29,10 +30,10 @@ from probe_core.specs import ConfigKey, ConfigSectionSpec
 
 TOP = ""  # the section name of top-level keys
 
-#: Tasks probe can collect; other known tasks load with a warning.
-RUNNABLE_TASKS = ("statistics", "tensor", "overflow_check", "structure")
 #: msprobe 26.2 tasks that need an Ascend NPU: probe collects the nearest task it runs instead (with a warning).
 NPU_TASKS = {"nan_check": "overflow_check", "diff_check": "statistics"}
+#: msprobe tasks that dump nothing here: they load with a warning (the tasks probe collects are the installed
+#: data modes' ``tasks``, see :func:`open_to_plugins`).
 LEGACY_TASKS = ("free_benchmark", "run_ut", "grad_probe", "acc_check", "exception_dump")
 LEVELS = ("L0", "L1", "mix", "debug", "L2")
 SUMMARY_MODE_DEFAULT = "statistics"
@@ -284,11 +285,27 @@ def load_config(
     overrides = {k: v for k, v in overrides.items() if v is not None}
     if registry is None:
         registry = current_registry(plugin_selection(raw, source))
-    sections = registry.config_sections
+    sections = open_to_plugins(registry.config_sections, registry)
     raw = _apply_overrides(raw, overrides, sections)
     config = validate_config(raw, sections, source)
     validate_summary_mode(config, registry)
     return config, registry
+
+
+def open_to_plugins(sections: Mapping[str, ConfigSectionSpec], registry: Registry) -> Mapping[str, ConfigSectionSpec]:
+    """``sections`` with the top-level ``task`` and ``framework`` keys taking what is installed: the tasks of
+    the installed data modes (plus msprobe's NPU and legacy tasks, which load with a warning) and the
+    frameworks of the installed collectors. With none installed the key takes any name, and collection
+    says what is missing."""
+    top = sections.get(TOP)
+    if top is None:
+        return sections
+    tasks = tuple(dict.fromkeys(task for spec in registry.data_modes.values() for task in spec.tasks))
+    frameworks = tuple(sorted({spec.framework for spec in registry.collectors.values()}))
+    choices = {"task": tasks + tuple(NPU_TASKS) + LEGACY_TASKS if tasks else (), "framework": frameworks}
+    keys = tuple(replace(key, choices=choices[key.name]) if choices.get(key.name) else key
+                 for key in top.keys)
+    return {**sections, TOP: replace(top, keys=keys)}
 
 
 def _apply_overrides(raw: dict[str, Any], overrides: dict[str, Any],
@@ -379,10 +396,10 @@ def _fit_to_this_machine(top: Mapping[str, Any], sections: Mapping[str, Mapping[
                              "check); probe collects task statistics instead: compare the dump with "
                              "\"probe compare DUMP BENCH\""}[requested]
         _warn(source, f'task "{requested}" {why}')
-    elif task not in RUNNABLE_TASKS:
-        _warn(source, f'task "{task}" is not a dump task probe runs (it runs: {", ".join(RUNNABLE_TASKS)}); nothing '
-                      "is dumped" + ('; run "probe acc-check -api_info dump.json" on a dump instead'
-                                     if task in ("acc_check", "run_ut") else ""))
+    elif task in LEGACY_TASKS:
+        _warn(source, f'task "{task}" is not a dump task probe runs; nothing is dumped'
+                      + ('; run "probe acc-check -api_info dump.json" on a dump instead'
+                         if task in ("acc_check", "run_ut") else ""))
     if level == "L2":
         level = "L1"
         _warn(source, 'level "L2" dumps the kernels of one API through ACL on an Ascend NPU; probe records that '

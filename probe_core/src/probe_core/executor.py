@@ -8,6 +8,8 @@ each other (a rank's chain of steps, one step of a rank, one graph, a batch of A
 * ``--executor dask``: a Dask distributed cluster: the scheduler ``--scheduler tcp://host:8786`` (a cluster
   started with ``dask scheduler`` / ``dask worker``, or by ``dask-jobqueue`` on Slurm, PBS or LSF), or when
   none is given a local cluster of ``--workers`` processes. Install it with ``pip install 'probe-core[dask]'``.
+  A ``--scheduler`` address must send Dask's handshake within :data:`SCHEDULER_TIMEOUT` seconds
+  (:func:`check_scheduler`); anything else listening there is one clear line, not a hang.
 
 Dask rather than Ray: its wheels are pure Python and light, ``dask-jobqueue`` starts workers where large
 training jobs live (Slurm/PBS clusters), and its client is a ``concurrent.futures`` executor, so the local
@@ -24,6 +26,9 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import socket
+import struct
+import time
 from collections.abc import Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor
 from contextlib import contextmanager
@@ -33,6 +38,10 @@ from typing import Any
 from probe_core.errors import ProbeError
 
 EXECUTORS = ("local", "dask")
+#: seconds a ``--scheduler`` address has to answer as a Dask scheduler (it sends its handshake at once)
+SCHEDULER_TIMEOUT = 5
+#: the largest handshake read from a ``--scheduler`` address (Dask's is about a hundred bytes)
+_MAX_HANDSHAKE = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -136,21 +145,88 @@ def _dask_executor(choice: ExecutorChoice) -> Iterator[Executor]:
     cluster = None
     try:
         if choice.scheduler:
-            client = Client(choice.scheduler, timeout=30)
+            check_scheduler(choice.scheduler)
+            client = Client(choice.scheduler, timeout=SCHEDULER_TIMEOUT)
         else:
             cluster = LocalCluster(n_workers=choice.workers, threads_per_worker=1, processes=True,
                                    dashboard_address=None, silence_logs=logging.ERROR)
             client = Client(cluster)
     except (OSError, TimeoutError) as exc:
-        where = choice.scheduler or "a local cluster"
-        raise ProbeError(f"--executor dask: cannot reach {where}: {exc}; start the scheduler "
-                         "(dask scheduler; dask worker ADDRESS) or check the address") from None
+        if choice.scheduler:
+            raise _no_scheduler(choice.scheduler, str(exc) or type(exc).__name__) from None
+        raise ProbeError(f"--executor dask: cannot start a local cluster: {exc}; run with --executor local "
+                         "or start a scheduler (dask scheduler; dask worker ADDRESS) and give --scheduler") from None
     try:
         yield client.get_executor(pure=False)
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def _no_scheduler(address: str, why: str) -> ProbeError:
+    return ProbeError(f"--scheduler {address}: no Dask scheduler answered within {SCHEDULER_TIMEOUT}s ({why}); "
+                      "start one with dask scheduler or drop --executor dask")
+
+
+def _receive(sock: socket.socket, size: int, deadline: float) -> bytes:
+    """Exactly ``size`` bytes from ``sock`` before ``deadline`` (``TimeoutError``/``ConnectionError`` else)."""
+    data = bytearray()
+    while len(data) < size:
+        sock.settimeout(max(deadline - time.monotonic(), 0.01))
+        chunk = sock.recv(min(size - len(data), _MAX_HANDSHAKE))
+        if not chunk:
+            raise ConnectionError("it closed the connection without a Dask handshake")
+        data += chunk
+    return bytes(data)
+
+
+def _handshake(payload: bytes) -> Any:
+    """The message a Dask comm's frames ``payload`` holds, never deserialising pickles."""
+    from distributed.protocol.core import loads
+    from distributed.protocol.utils import unpack_frames
+
+    frames = struct.unpack_from("Q", payload)[0]
+    if not 0 < frames <= 16:
+        raise ValueError(f"{frames} frames")
+    return loads(unpack_frames(payload), deserialize=False)
+
+
+def check_scheduler(address: str, timeout: float = SCHEDULER_TIMEOUT) -> None:
+    """Refuse a ``tcp://`` ``address`` (one line) unless a Dask scheduler's handshake arrives from it within
+    ``timeout`` seconds. Dask's own handshake has no timeout (a silent server hangs the client) and trusts the
+    length a server sends (garbage asks for exabytes), so the handshake is read here first, bounded."""
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        scheme, location = parse_address(address)
+        host, port = parse_host_port(location, 8786)
+    except (ValueError, TypeError) as exc:
+        raise ProbeError(f"--scheduler {address}: not a scheduler address ({exc}); give tcp://HOST:8786") from None
+    if scheme != "tcp":
+        return  # tls://, ucx://, ...: Dask's own connect checks those, with its timeout
+    deadline = time.monotonic() + timeout
+    try:
+        sock = socket.create_connection((host, port), timeout=timeout)
+    except OSError as exc:
+        raise _no_scheduler(address, f"cannot connect: {exc.strerror or exc}") from None
+    with sock:
+        try:
+            header = _receive(sock, 8, deadline)
+            size = struct.unpack("Q", header)[0]
+            if not 8 <= size <= _MAX_HANDSHAKE:
+                raise _no_scheduler(address, f"it answered {header!r}..., not Dask's protocol")
+            payload = _receive(sock, size, deadline)
+        except TimeoutError:
+            raise _no_scheduler(address, "it accepted the connection but sent no Dask handshake") from None
+        except OSError as exc:
+            raise _no_scheduler(address, exc.strerror or str(exc)) from None
+    try:
+        message = _handshake(payload)
+    except Exception:  # whatever garbage decodes into
+        message = None
+    if not (isinstance(message, dict) and "python" in message):
+        raise _no_scheduler(address, f"it answered {header + payload[:24]!r}..., not Dask's protocol")
 
 
 def run_jobs(executor: Executor | None, function: Any, *arguments: list[Any]) -> Iterator[Any]:

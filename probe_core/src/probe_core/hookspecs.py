@@ -22,6 +22,7 @@ from typing import Any
 import pluggy
 
 from probe_core.specs import (
+    AccBackendSpec,
     AccStandardSpec,
     CheckerSpec,
     CollectorSpec,
@@ -136,6 +137,16 @@ def probe_acc_standards() -> list[AccStandardSpec]:
 
     Called once per registry build, when a pre-check starts. Return
     :class:`~probe_core.specs.AccStandardSpec` objects.
+    """
+
+
+@hookspec
+def probe_acc_backends() -> list[AccBackendSpec]:
+    """Register framework backends of the offline API pre-check (``probe acc-check``).
+
+    Called once per registry build, when a pre-check starts. Return
+    :class:`~probe_core.specs.AccBackendSpec` objects; a dump is checked by
+    the backend of its ``framework``.
     """
 
 

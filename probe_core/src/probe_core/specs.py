@@ -25,6 +25,13 @@ class CollectorSpec:
     ``load`` imports and returns the collector implementation; it is called
     only when a collection for ``framework`` starts. ``is_available`` must be
     cheap (e.g. ``importlib.util.find_spec("torch") is not None``).
+
+    ``operators`` (optional) loads the collector's operator table: a callable
+    taking a recorded API name (``Functional.gelu``, ``Tensor.__add__``) and
+    returning the framework callable the collector records under that name, or
+    ``None`` for any name that is not one of the framework's value operators.
+    Tools that re-run APIs from a dump (``probe acc-check``) call nothing else,
+    so a hostile dump cannot name ``os.system`` or a file loader.
     """
 
     name: str
@@ -34,6 +41,7 @@ class CollectorSpec:
     is_available: Callable[[], bool] = field(default=lambda: True)
     priority: int = 0
     plugin: str = ""
+    operators: Callable[[], Callable[[str], Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -211,6 +219,19 @@ class MonitorWriterSpec(LoadableSpec):
 
 
 @dataclass(frozen=True)
+class AccBackendSpec(LoadableSpec):
+    """A framework backend of the offline API pre-check: re-runs the APIs of ``framework``'s dumps
+    (dump.json's ``"framework"``) on the device under test and on a float64 CPU benchmark.
+
+    ``load`` returns the backend class (its interface is documented by the
+    pre-check distribution, probe-acc-check); the lowest ``priority`` of a
+    framework's backends is used.
+    """
+
+    framework: str = ""
+
+
+@dataclass(frozen=True)
 class AccStandardSpec(LoadableSpec):
     """A precision standard of the offline API pre-check: how an API's tested output is judged
     against its high-precision benchmark (msprobe's dtype-aware standards, an operator's own, ...).
@@ -227,7 +248,8 @@ class RunRequest:
 
     ``config``: the ``-c`` file (the task's own format) or ``None``; ``output``: ``--dump-path`` or
     ``None`` (the task's default); ``framework``: ``--framework``, else guessed from the script's
-    imports (``"pytorch"`` unless it imports mindspore only); ``registry``: the loaded registry.
+    imports (``"pytorch"`` unless it imports mindspore only); ``registry``: the loaded registry;
+    ``overwrite``: ``--overwrite`` (replace a run already in the output folder instead of refusing).
     """
 
     script: str
@@ -235,6 +257,7 @@ class RunRequest:
     output: str | None = None
     framework: str = "pytorch"
     registry: Any = None
+    overwrite: bool = False
 
 
 @dataclass(frozen=True)
@@ -264,6 +287,7 @@ SPEC_FAMILIES: dict[str, type] = {
     "config_sections": ConfigSectionSpec,
     "monitor_writers": MonitorWriterSpec,
     "acc_standards": AccStandardSpec,
+    "acc_backends": AccBackendSpec,
     "run_tasks": RunTaskSpec,
 }
 """Registration family → the spec class its hook returns (hook ``probe_<family>``)."""

@@ -94,3 +94,33 @@ def tensor_methods(tensor_class: type) -> Iterator[tuple[str, str]]:
             continue
         if callable(static):
             yield name, f"Tensor.{name}"
+
+
+#: Tensor methods that are no operators on values (device memory, offloading, hooks, dtype casts in place).
+NOT_OPERATORS = frozenset({"hooks", "offload_file_path", "set_", "set_cast_dtype", "set_device_address",
+                           "set_dtype", "register_backward_hook", "register_forward_hook"})
+
+
+class Operators:
+    """msprobe's recorded API names back to the MindSpore callables this collector records under them
+    (``Mint.X``, ``MintFunctional.X``, ``Functional.X``, ``Tensor.X``); ``None`` for any other name, so
+    that the pre-check calls nothing a dump could choose beyond MindSpore's operators. Collectives are
+    not operators here (nothing to compare on one device)."""
+
+    def __init__(self) -> None:
+        import mindspore
+
+        self._functions = {api: getattr(module, name) for module, name, api in namespace_functions()
+                           if not api.startswith("Distributed.")}
+        self._tensor = mindspore.Tensor
+        self._methods = {api for name, api in tensor_methods(mindspore.Tensor) if name not in NOT_OPERATORS}
+
+    def __call__(self, api: str) -> Any | None:
+        if api in self._methods:
+            return getattr(self._tensor, api.partition(".")[2], None)
+        return self._functions.get(api)
+
+
+def operators() -> Operators:
+    """The collector's operator table (:attr:`probe_core.specs.CollectorSpec.operators`)."""
+    return Operators()

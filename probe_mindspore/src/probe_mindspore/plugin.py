@@ -14,7 +14,12 @@ def _load() -> type:
     return importlib.import_module("probe_mindspore.collector").MindSporeCollector
 
 
+def _operators():
+    return importlib.import_module("probe_mindspore.apis").operators()
+
+
 @hookimpl
 def probe_collectors() -> list[CollectorSpec]:
     return [CollectorSpec("mindspore", "mindspore", "MindSpore (PyNative) cells, mint/ops/Tensor/communication APIs",
-                          _load, is_available=lambda: importlib.util.find_spec("mindspore") is not None)]
+                          _load, operators=_operators,
+                          is_available=lambda: importlib.util.find_spec("mindspore") is not None)]

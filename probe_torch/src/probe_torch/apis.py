@@ -162,3 +162,103 @@ def keep_overloads(wrapper: Any, packet: Any) -> Any:
     for overload in getattr(packet, "overloads", lambda: [])():
         setattr(wrapper, overload, getattr(packet, overload))
     return wrapper
+
+
+#: Tensor methods that are no operators on values: storage and memory, hooks and autograd driving, and calls
+#: that run a Python callable. :class:`Operators` never hands them out.
+NOT_OPERATORS = frozenset({
+    "apply_", "map_", "map2_", "set_", "share_memory_", "pin_memory", "record_stream", "register_hook",
+    "register_post_accumulate_grad_hook", "retain_grad", "backward", "storage", "untyped_storage",
+    "module_load", "as_subclass", "new", "reinforce", "compile", "vmap", "cond", "while_loop", "fork", "wait",
+    "load", "save", "classproperty", "frombuffer", "asarray", "to_dlpack", "thread_safe_generator",
+})
+#: How the names of torch functions that set or read process state, touch files or build code begin, and
+#: what else they hold: never operators.
+_NOT_OPERATOR_STARTS = ("set_", "get_", "from_", "import_", "parse_", "init_", "clear_", "are_", "prepare_",
+                        "compiled_", "merge_", "unify_", "profiler_")
+_NOT_OPERATOR_PARTS = ("autocast", "file", "thread", "deterministic", "seed", "dlpack", "anomaly", "printoptions",
+                       "flush_denormal", "type_comment", "is_acceptable")
+#: Where a dotted ``Torch.`` name may lead: the operator namespaces.
+_SUBMODULES = ("linalg", "fft", "special", "nn.functional")
+
+
+def _operator_name(attr: str) -> bool:
+    if attr.startswith("__"):
+        return attr in DUNDERS or attr == "__getitem__"
+    return (not _skipped(attr) and attr not in NOT_OPERATORS and not attr.startswith("sym_")
+            and not attr.startswith(_NOT_OPERATOR_STARTS) and not any(part in attr for part in _NOT_OPERATOR_PARTS))
+
+
+def _compiled(fn: Any) -> bool:
+    """A function or Tensor method implemented in torch's C++ bindings (an ATen operator's binding)."""
+    return inspect.isbuiltin(fn) or type(fn).__name__ in ("method_descriptor", "wrapper_descriptor")
+
+
+class Operators:
+    """msprobe's recorded API names back to the torch callables this collector records under them.
+
+    Only a value operator comes back: a public ``torch``, ``torch.nn.functional``,
+    ``torch.linalg``/``fft``/``special`` function or ``Tensor`` method that ``__torch_function__`` sees
+    (what the collector's :class:`~torch.overrides.TorchFunctionMode` records: the overridable functions,
+    the C++ bindings and the Python functions that hand their arguments to ``handle_torch_function``),
+    an operator dunder, or an ATen operator. What else a name may reach by attributes - ``Torch.os.system``,
+    ``Torch.load``, ``Torch.hub.load``, ``Torch.set_num_threads``, ``Tensor.apply_`` - is ``None``: the
+    pre-check calls nothing a dump could choose beyond the framework's numeric operators.
+    """
+
+    def __init__(self) -> None:
+        found = set()
+        for functions in torch.overrides.get_overridable_functions().values():
+            for fn in functions:
+                try:
+                    found.add(fn)
+                except TypeError:
+                    pass
+        self._overridable = found
+
+    def _recordable(self, fn: Any) -> bool:
+        try:
+            if fn in self._overridable:
+                return True
+        except TypeError:  # unhashable
+            return False
+        return callable(fn) and not isinstance(fn, type) and (_compiled(fn) or _reroutes(fn))
+
+    def __call__(self, api: str) -> Any | None:
+        prefix, _, rest = api.partition(".")
+        if prefix == "Aten":
+            return self._aten(rest)
+        path, _, attr = rest.rpartition(".")
+        if not _operator_name(attr):
+            return None
+        if prefix == "Tensor" and not path:
+            roots: tuple = (torch.Tensor,)
+        elif prefix == "Functional" and not path:
+            roots = (F, torch)
+        elif prefix == "Torch" and (not path or path in _SUBMODULES):
+            roots = (torch, F) if not path else (torch,)
+        else:
+            return None
+        for root in roots:
+            owner = root
+            for part in filter(None, path.split(".")):
+                owner = getattr(owner, part, None)
+            fn = getattr(owner, attr, None)
+            if fn is not None and self._recordable(fn):
+                return fn
+        return None
+
+    @staticmethod
+    def _aten(rest: str) -> Any | None:
+        op, _, overload = rest.partition(".")
+        if not op or op.startswith("_") or "." in overload or not _operator_name(op):
+            return None
+        packet = getattr(torch.ops.aten, op, None)
+        if not isinstance(packet, torch._ops.OpOverloadPacket):
+            return None
+        return getattr(packet, overload, None) if overload else packet
+
+
+def operators() -> Operators:
+    """The collector's operator table (:attr:`probe_core.specs.CollectorSpec.operators`)."""
+    return Operators()

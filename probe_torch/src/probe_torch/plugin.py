@@ -13,7 +13,12 @@ def _load():
     return importlib.import_module("probe_torch.collector").TorchCollector
 
 
+def _operators():
+    return importlib.import_module("probe_torch.apis").operators()
+
+
 @hookimpl
 def probe_collectors() -> list[CollectorSpec]:
     return [CollectorSpec("torch", "pytorch", "PyTorch modules, torch/functional/Tensor/distributed APIs",
-                          _load, is_available=lambda: importlib.util.find_spec("torch") is not None)]
+                          _load, operators=_operators,
+                          is_available=lambda: importlib.util.find_spec("torch") is not None)]

@@ -11,12 +11,13 @@ and returns both runs' outputs as numpy values. Everything after that
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
 
 from probe_acc_check.cases import ApiCase
-from probe_acc_check.errors import AccCheckError
+from probe_acc_check.errors import AccCheckError, SkipApi
 from probe_acc_check.inputs import Inputs
 
 
@@ -79,24 +80,49 @@ class Backend(Protocol):
     def run(self, case: ApiCase, inputs: Inputs) -> Run: ...
 
 
-def dotted_attr(root: Any, dotted: str) -> Any:
-    """``root.a.b`` for ``"a.b"``; ``None`` where an attribute is missing."""
-    for part in dotted.split("."):
-        root = getattr(root, part, None)
-        if root is None:
-            return None
-    return root
+def operator_table(framework: str, registry: Any = None) -> Callable[[str], Any]:
+    """The operator table of ``framework``'s collector (:attr:`probe_core.specs.CollectorSpec.operators`):
+    recorded API names to the callables the collector records. The pre-check calls nothing else."""
+    from probe_core.errors import PluginError
+    from probe_core.plugins import current_registry
+
+    try:
+        spec = (registry or current_registry()).collector_for(framework)
+    except PluginError as exc:
+        raise AccCheckError(*exc.messages) from None
+    if spec.operators is None:
+        raise AccCheckError(f"the {framework} collector ({spec.plugin or spec.name}) has no operator table "
+                            f"(CollectorSpec.operators); the pre-check re-runs only the operators a collector names")
+    return spec.operators()
 
 
-def load_backend(framework: str, options: Options) -> Backend:
-    """The backend for a dump of ``framework`` (``pytorch`` or ``mindspore``)."""
-    if framework == "mindspore":
-        from probe_acc_check.ms_backend import MindSporeBackend
+def resolve(api: str, operators: Callable[[str], Any], framework: str) -> Callable:
+    """The callable of a recorded API name; :class:`SkipApi` (a skipped row with the reason) for a name
+    that is not one of the framework's operators: ``Torch.os.system``, ``Torch.load``, an unknown API."""
+    fn = operators(api)
+    if fn is None:
+        raise SkipApi(f"refused: {api} is not a {framework} operator the collector records (the pre-check runs "
+                      f"only the framework's operators, never other callables a dump names)")
+    return fn
 
-        return MindSporeBackend(options)
-    if framework in ("pytorch", ""):
-        from probe_acc_check.torch_backend import TorchBackend
 
-        return TorchBackend(options)
-    raise AccCheckError(f'dump.json: "framework": {framework!r} is not pre-checked; probe acc-check runs PyTorch '
-                        f"and MindSpore dumps")
+def returned(result: Any) -> Any:
+    """``result``, unless it is ``NotImplemented`` (an operator dunder given an argument it does not take:
+    nothing was computed, on either side), which is a :class:`SkipApi`, never two equal outputs."""
+    if result is NotImplemented:
+        raise SkipApi("the API returned NotImplemented for the recorded arguments: nothing was computed")
+    return result
+
+
+def load_backend(framework: str, options: Options, registry: Any = None) -> Backend:
+    """The backend registered for dumps of ``framework`` (``probe_acc_backends``), built on ``options``
+    with the collectors' operator tables."""
+    from probe_core.plugins import current_registry
+
+    registry = registry or current_registry()
+    specs = [spec for spec in registry.family("acc_backends").values() if spec.framework == framework]
+    if not specs:
+        have = sorted({spec.framework for spec in registry.family("acc_backends").values()}) or ["none"]
+        raise AccCheckError(f'dump.json: "framework": {framework!r} is pre-checked by no installed backend '
+                            f"(backends for: {', '.join(have)}); install the plugin that brings one")
+    return specs[0].load()(options, lambda name: operator_table(name, registry))

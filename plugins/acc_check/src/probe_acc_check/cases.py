@@ -45,7 +45,9 @@ _TYPED = {"torch.dtype": "dtype", "mindspore.dtype": "dtype", "torch.device": "d
 
 @dataclass(frozen=True)
 class TensorSpec:
-    """A recorded tensor: what it takes to rebuild it (dtype and shape as recorded, Max/Min, real data)."""
+    """A recorded tensor: what it takes to rebuild it (dtype and shape as recorded, Max/Min, real data).
+
+    ``missing``: dump.json names a tensor file that is not there (``path`` is then ``None``)."""
 
     name: str
     dtype: str
@@ -53,6 +55,7 @@ class TensorSpec:
     min: Any
     max: Any
     path: str | None = None
+    missing: bool = False
 
 
 @dataclass(frozen=True)
@@ -169,9 +172,13 @@ def _value(entry: DumpEntry, leaf: TensorMeta) -> Any:
             raise SkipApi(f"{leaf.name}: {leaf.problem}")
         if leaf.shape is None:
             raise SkipApi(f"{leaf.name}: no shape recorded")
-        path = entry.tensor_path(leaf)
+        try:
+            path = entry.tensor_path(leaf)
+        except DumpError as exc:
+            raise SkipApi(exc.messages[0]) from None
+        found = path is not None and path.is_file()
         return TensorSpec(leaf.name, str(leaf.dtype or ""), tuple(int(n) for n in leaf.shape), leaf.min, leaf.max,
-                          str(path) if path is not None and path.is_file() else None)
+                          str(path) if found else None, missing=path is not None and not found)
     kind, value = leaf.type, leaf.value
     if kind in ("int", "float", "bool", "str"):
         return value
@@ -263,6 +270,12 @@ def read_cases(dump: RankDump) -> list[ApiCase]:
         raise AccCheckError(f"{dump.dump_file}: no API entries (level {dump.level or '?'}); the pre-check needs a "
                             f'dump with "level": "L1" or "mix"')
     return [replace(case, grads=grads.get(case.name)) for case in cases]
+
+
+def missing_files(cases: Iterable[ApiCase]) -> list[str]:
+    """The tensors whose file dump.json names but the dump lacks (arguments and recorded gradients)."""
+    return [leaf.name for case in cases for leaf in tensor_leaves([case.args, case.kwargs, case.grads or ()])
+            if isinstance(leaf, TensorSpec) and leaf.missing]
 
 
 # -- choosing -----------------------------------------------------------------

@@ -36,6 +36,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="only these APIs: shell patterns on Functional.gelu.0, Functional.gelu or gelu")
     parser.add_argument("-f", "--filter_api", dest="filter_api", action="store_true",
                         help="check one call of each API and argument structure (calls differing only in values)")
+    parser.add_argument("--generate-missing", dest="generate_missing", action="store_true",
+                        help="a tensor-mode dump whose tensor files are missing: check those APIs on values "
+                             "generated from their statistics (said in each row's Message) instead of refusing")
     parser.add_argument("--seed", type=int, default=1234, help="seed of the generated inputs (default 1234)")
     parser.add_argument("--step", type=int, help="the step to check when the dump holds several")
     parser.add_argument("--rank", type=int, help="the rank to check when the dump holds several")
@@ -89,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
                             "(CUDA_VISIBLE_DEVICES, ASCEND_RT_VISIBLE_DEVICES), or leave out --executor/--scheduler")
     options = CheckOptions(args.api_info, args.out_path, args.csv_path, args.save_error_data, workers, args.device,
                            tuple(args.device_ids), args.dtype, tuple(args.filters), args.filter_api, args.seed,
-                           args.step, args.rank, choice.kind, choice.scheduler)
+                           args.step, args.rank, choice.kind, choice.scheduler, args.generate_missing)
     console = Console(stderr=True)
     with Progress(TextColumn("acc-check"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   TextColumn("{task.description}"), console=console, transient=True,

@@ -35,11 +35,13 @@ class Array:
 @dataclass(frozen=True)
 class Inputs:
     """What a backend runs a case with: arguments (trees of :class:`Array`) and one gradient per flattened
-    output (``None`` where the recorded output is not a floating tensor)."""
+    output (``None`` where the recorded output is not a floating tensor); ``notes`` say what about them the
+    verdict must be read with (values generated for a missing file, from a non-finite Max/Min)."""
 
     args: list
     kwargs: dict
     grads: tuple[np.ndarray | None, ...]
+    notes: tuple[str, ...] = ()
 
 
 def case_rng(case: ApiCase, seed: int) -> np.random.Generator:
@@ -87,6 +89,18 @@ def generate(spec: TensorSpec, rng: np.random.Generator) -> np.ndarray:
     return data.reshape(spec.shape)
 
 
+def caveat(spec: TensorSpec) -> str:
+    """What the values made for ``spec`` are not: the recorded tensor, or values between finite bounds."""
+    if spec.missing:
+        return f"{spec.name}: tensor file missing, values generated from its statistics"
+    if spec.path is None and is_float(canonical(spec.dtype)):
+        bounds = [v for v in (spec.min, spec.max) if isinstance(v, (int, float)) and not math.isfinite(v)]
+        if bounds:
+            return (f"{spec.name}: generated from non-finite Max/Min ({spec.max}/{spec.min}): the inputs hold "
+                    f"NaN/Inf, dump in tensor mode to check this API on its real values")
+    return ""
+
+
 def _gradient(output: Any, recorded: Any, rng: np.random.Generator) -> np.ndarray | None:
     if not isinstance(output, TensorSpec) or not is_float(output.dtype):
         return None
@@ -99,12 +113,15 @@ def _gradient(output: Any, recorded: Any, rng: np.random.Generator) -> np.ndarra
 def make_inputs(case: ApiCase, seed: int) -> Inputs:
     """The case's arguments and output gradients (raises :class:`SkipApi` when they cannot be made)."""
     rng = case_rng(case, seed)
+    notes = []
 
     def array(spec: TensorSpec) -> Array:
+        notes.append(caveat(spec))
         return Array(generate(spec, rng), spec.dtype, spec.name)
 
     args, kwargs = map_leaves(case.args, array), map_leaves(case.kwargs, array)
     recorded = list(case.grads or ())
     recorded += [None] * (len(case.outputs) - len(recorded))
     grads = tuple(_gradient(out, rec, rng) for out, rec in zip(case.outputs, recorded))
-    return Inputs(args, kwargs, grads)
+    notes += [caveat(rec) for rec in recorded if isinstance(rec, TensorSpec) and rec.missing]
+    return Inputs(args, kwargs, grads, tuple(note for note in notes if note))

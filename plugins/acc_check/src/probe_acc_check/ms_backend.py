@@ -2,7 +2,8 @@
 
 ``Mint.x`` is ``mindspore.mint.x``, ``MintFunctional.x`` is
 ``mindspore.mint.nn.functional.x``, ``Functional.x`` is ``mindspore.ops.x``
-and ``Tensor.x`` the method. The PyTorch twin's name comes from the project's
+and ``Tensor.x`` the method, each only as the MindSpore collector's operator
+table names it (anything else a dump names is refused). The PyTorch twin's name comes from the project's
 MindSpore→PyTorch map (:func:`probe_core.compare.mapping.builtin_map`), the
 argument conventions that differ are adapted per API (:data:`ADAPTERS`), and
 the benchmark runs through :func:`probe_acc_check.torch_backend.benchmark`.
@@ -18,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from probe_acc_check.backend import Options, Outcome, Output, Run, dotted_attr
+from probe_acc_check.backend import Options, Outcome, Output, Run, resolve, returned
 from probe_acc_check.cases import ApiCase, flat, map_leaves, map_typed, tensor_leaves
 from probe_acc_check.dtypes import canonical, is_float, is_int
 from probe_acc_check.errors import AccCheckError, SkipApi, first_line
@@ -63,7 +64,7 @@ def torch_twin(api: str, names: Any, args: list, kwargs: dict) -> tuple[str, lis
 class MindSporeBackend:
     """Runs MindSpore dumps: tested in PyNative on ``options.device``, benchmark in PyTorch on the CPU."""
 
-    def __init__(self, options: Options) -> None:
+    def __init__(self, options: Options, operators: Callable[[str], Callable[[str], Any]]) -> None:
         try:
             import mindspore
         except ImportError:
@@ -75,6 +76,9 @@ class MindSporeBackend:
         if torch_backend.torch is None:
             raise AccCheckError("MindSpore APIs are benchmarked against PyTorch on the CPU: install torch")
         self.ms, self.torch_backend, self.options = mindspore, torch_backend, options
+        self.operators, self.torch_operators = operators("mindspore"), operators("pytorch")
+        #: twins that are no recorded operator (metadata reads), named here, never by a dump
+        self.fixed_twins = {"Tensor.size": torch_backend.torch.Tensor.size}
         self.names = builtin_map("mindspore", "pytorch")
         kind, _, index = options.device.partition(":")
         if kind not in _DEVICES:
@@ -92,20 +96,6 @@ class MindSporeBackend:
         if not isinstance(dtype, type(self.ms.float32).__mro__[1]):  # mindspore's Number dtypes
             raise SkipApi(f"dtype {name!r} has no MindSpore equivalent")
         return dtype
-
-    def resolve(self, api: str) -> Callable:
-        prefix, _, rest = api.partition(".")
-        roots = {"Mint": ("mindspore.mint", self.ms.mint), "MintFunctional": ("mindspore.mint.nn.functional",
-                                                                              self.ms.mint.nn.functional),
-                 "Functional": ("mindspore.ops", self.ms.ops), "Tensor": ("mindspore.Tensor", self.ms.Tensor)}
-        if prefix not in roots:
-            raise SkipApi(f"API prefix {prefix!r} is not pre-checked on MindSpore (Mint, MintFunctional, "
-                          f"Functional and Tensor are)")
-        where, root = roots[prefix]
-        fn = dotted_attr(root, rest)
-        if not callable(fn):
-            raise SkipApi(f"unknown API: {where} has no {rest!r}")
-        return fn
 
     # -- values ----------------------------------------------------------------
 
@@ -143,8 +133,8 @@ class MindSporeBackend:
 
         def call(*diff: Any) -> Any:
             subs = {id(t): d for t, d in zip(wanted, diff)}
-            return fn(*map_leaves(args, lambda t: subs.get(id(t), t)),
-                      **map_leaves(kwargs, lambda t: subs.get(id(t), t)))
+            return returned(fn(*map_leaves(args, lambda t: subs.get(id(t), t)),
+                               **map_leaves(kwargs, lambda t: subs.get(id(t), t))))
 
         if not wanted:
             return Outcome([self._output(out) for out in flat(call())]), "", grads
@@ -166,19 +156,21 @@ class MindSporeBackend:
         return Outcome(forward, [self._output(g) for g in got]), "", used
 
     def run(self, case: ApiCase, inputs: Inputs) -> Run:
-        fn = self.resolve(case.api)
+        fn = resolve(case.api, self.operators, "MindSpore")
         args, kwargs = map_leaves(inputs.args, self._tensor), map_leaves(inputs.kwargs, self._tensor)
         arrays = list(tensor_leaves([inputs.args, inputs.kwargs]))
         used = [Array(self._numpy(t), str(t.dtype), a.name) for t, a in zip(tensor_leaves([args, kwargs]), arrays)]
         rounded = iter(used)
         bench_args, bench_kwargs = (map_leaves(tree, lambda _: next(rounded)) for tree in (args, kwargs))
         torch_api, bench_args, bench_kwargs = torch_twin(case.api, self.names, bench_args, bench_kwargs)
-        bench_fn = self.torch_backend.resolve(torch_api)
+        bench_fn = self.fixed_twins.get(torch_api) or resolve(torch_api, self.torch_operators, "PyTorch")
         typed = (lambda v: self.ms_dtype(str(v.value)) if v.kind == "dtype" else v.value)
         args, kwargs = map_typed(args, typed), map_typed(kwargs, typed)
         differentiable = not case.inplace
         try:
             tested, skip, grads = self._execute(fn, args, kwargs, inputs.grads, differentiable)
+        except SkipApi:
+            raise
         except Exception as exc:  # MindSpore raises TypeError/RuntimeError/ValueError for unsupported kernels
             raise SkipApi(f"the tested run failed on {self.options.device}: {type(exc).__name__}: "
                           f"{first_line(exc)}") from None

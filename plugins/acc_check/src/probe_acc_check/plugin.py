@@ -7,7 +7,7 @@ when a pre-check runs).
 from __future__ import annotations
 
 from probe_core import hookimpl
-from probe_core.specs import AccStandardSpec, CommandSpec
+from probe_core.specs import AccBackendSpec, AccStandardSpec, CommandSpec
 
 from probe_acc_check import command, standards
 
@@ -20,3 +20,23 @@ def probe_commands() -> list[CommandSpec]:
 @hookimpl
 def probe_acc_standards() -> list[AccStandardSpec]:
     return standards.specs()
+
+
+def _torch_backend() -> type:
+    from probe_acc_check.torch_backend import TorchBackend
+
+    return TorchBackend
+
+
+def _mindspore_backend() -> type:
+    from probe_acc_check.ms_backend import MindSporeBackend
+
+    return MindSporeBackend
+
+
+@hookimpl
+def probe_acc_backends() -> list[AccBackendSpec]:
+    return [AccBackendSpec("torch", "PyTorch dumps: tested on --device, benchmark in float64 on the CPU",
+                           _torch_backend, framework="pytorch"),
+            AccBackendSpec("mindspore", "MindSpore dumps: tested in PyNative, benchmark their PyTorch twins",
+                           _mindspore_backend, framework="mindspore")]

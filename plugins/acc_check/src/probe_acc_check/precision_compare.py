@@ -19,8 +19,9 @@ from typing import Any
 
 from probe_acc_check.errors import AccCheckError
 from probe_acc_check.judge import SEVERITY, worst
-from probe_acc_check.results import (NA, RESULT_COLUMNS, RESULT_NAME, ResultFiles, api_of, csv_text, fmt,
-                                     fresh_stamp)
+from probe_core.outputs import writing
+
+from probe_acc_check.results import NA, RESULT_COLUMNS, RESULT_NAME, ResultFiles, api_of, claim_files, csv_text, fmt
 from probe_acc_check.standards import ERROR, PASS, SKIP, WARNING
 
 #: (details column, warning bound, whether it decides the verdict)
@@ -107,17 +108,12 @@ def compare_results(a_path: str | Path, b_path: str | Path, out: str | Path) -> 
     results = [[api, worst(parts["forward"]) if parts["forward"] else "",
                 worst(parts["backward"]) if parts["backward"] else "", "; ".join(parts["messages"][:1])]
                for api, parts in apis.items()]
-    folder = Path(out)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        stamp = fresh_stamp(folder, "api_precision_compare_result_{}.csv")
-        result_path = folder / f"api_precision_compare_result_{stamp}.csv"
-        details_path = folder / f"api_precision_compare_details_{stamp}.csv"
-        details_path.write_text(csv_text([list(COMPARE_COLUMNS), *rows]), encoding="utf-8")
-        result_path.write_text(csv_text([list(RESULT_COLUMNS), *results]), encoding="utf-8")
-    except OSError as exc:
-        raise AccCheckError(f"{folder}: cannot write the results there ({exc.strerror}); choose a writable "
-                            f"folder with -o") from None
+    details_path, result_path = claim_files(out, "api_precision_compare", {"details": COMPARE_COLUMNS,
+                                                                           "result": RESULT_COLUMNS})
+    with writing(f"the compare results in {result_path.parent}"):
+        for path, body in ((details_path, rows), (result_path, results)):
+            with open(path, "a", encoding="utf-8", newline="") as handle:
+                handle.write(csv_text(body))
     statuses = [max((f, bw), key=SEVERITY.__getitem__) for _, f, bw, _ in results]
     return {"result_csv": str(result_path), "details_csv": str(details_path), "apis": len(results),
             **{status: statuses.count(status) for status in (PASS, WARNING, ERROR, SKIP)},

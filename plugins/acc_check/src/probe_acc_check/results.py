@@ -16,8 +16,11 @@ import re
 import time
 from pathlib import Path
 
+from probe_core.outputs import create_exclusive, prepare_output_dir, writing
+
 from probe_acc_check.errors import AccCheckError
 from probe_acc_check.judge import ApiResult, DetailRow
+from probe_acc_check.standards import ERROR, PASS, SKIP, WARNING
 
 RESULT_COLUMNS = ("API Name", "Forward Test Success", "Backward Test Success", "Message")
 #: (column, Metrics field) of the metric columns, between "Shape" and "Standard".
@@ -55,27 +58,61 @@ def _detail(row: DetailRow) -> list[str]:
     return [row.name, row.bench_dtype, row.tested_dtype, row.shape, *metrics, row.standard, row.status, row.message]
 
 
+#: What a status cell may hold (msprobe writes ``SKIP``; an API with no backward leaves it empty).
+STATUSES = frozenset({PASS, WARNING, ERROR, SKIP, ""})
+_STATUS_COLUMNS = ("Forward Test Success", "Backward Test Success", "Status")
+_FIX = "pass the accuracy_checking_result_{timestamp}.csv (or _details_) a probe or msprobe acc-check wrote"
+
+
 def _read(path: Path, columns: tuple[str, ...]) -> list[list[str]]:
-    """The complete rows of a result file (header checked; a torn last line dropped)."""
+    """The complete rows of a result file (header and status cells checked; a torn last line dropped)."""
+    if not path.is_file():
+        raise AccCheckError(f"{path}: no such regular file; {_FIX}")
     try:
         text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise AccCheckError(f"{path}: not UTF-8 text (byte {exc.start}); {_FIX}") from None
     except OSError as exc:
-        raise AccCheckError(f"{path}: cannot read ({exc.strerror}); -csv_path takes the "
-                            f"accuracy_checking_result_{{timestamp}}.csv of the interrupted run") from None
+        raise AccCheckError(f"{path}: cannot read ({exc.strerror}); {_FIX}") from None
     complete = text if text.endswith("\n") else text[:text.rfind("\n") + 1]
-    rows = list(csv.reader(io.StringIO(complete)))
+    reader = csv.reader(io.StringIO(complete))
+    try:
+        rows = list(reader)
+    except csv.Error as exc:
+        raise AccCheckError(f"{path}, line {reader.line_num}: {exc}; {_FIX}") from None
     if not rows or tuple(rows[0]) != columns:
         raise AccCheckError(f"{path}: not a probe acc-check file (its header is not {', '.join(columns[:4])}, ...); "
-                            f"pass the accuracy_checking_result_{{timestamp}}.csv the interrupted run wrote")
+                            f"{_FIX}")
+    checked = [(at, column) for at, column in enumerate(columns) if column in _STATUS_COLUMNS]
+    for line, row in enumerate(rows[1:], start=2):
+        for at, column in checked:
+            if len(row) == len(columns) and row[at] not in STATUSES:
+                raise AccCheckError(f"{path}, line {line}: {column} {row[at][:40]!r} is not a status "
+                                    f"({', '.join(sorted(s for s in STATUSES if s))} or empty); {_FIX}")
     return [row for row in rows[1:] if len(row) == len(columns)]
 
 
-def fresh_stamp(folder: Path, pattern: str) -> int:
-    """The time as ``YYYYmmddHHMMSS``, moved on until ``pattern.format(stamp)`` names no file in ``folder``."""
+def claim_files(out: str | Path, prefix: str, headers: dict[str, tuple[str, ...]]) -> tuple[Path, ...]:
+    """Create ``{prefix}_{kind}_{timestamp}.csv`` for each ``kind`` of ``headers`` (written with its header)
+    in the folder ``out`` (checked first: ``-o``), all with one timestamp that no other run holds: each file is
+    created exclusively, and a timestamp taken by another run moves on by one."""
+    folder = prepare_output_dir(out, flag="-o")
     stamp = int(time.strftime("%Y%m%d%H%M%S"))
-    while (folder / pattern.format(stamp)).exists():
-        stamp += 1
-    return stamp
+    while True:
+        created: list[Path] = []
+        try:
+            with writing(f"the results in {folder}"):
+                for kind, columns in headers.items():
+                    path, handle = create_exclusive(folder, f"{prefix}_{kind}_{stamp}.csv", exact=True,
+                                                    encoding="utf-8", newline="")
+                    created.append(path)
+                    with handle:
+                        handle.write(csv_text([list(columns)]))
+            return tuple(created)
+        except FileExistsError:
+            for path in created:
+                path.unlink(missing_ok=True)
+            stamp += 1
 
 
 class ResultFiles:
@@ -87,18 +124,9 @@ class ResultFiles:
 
     @classmethod
     def create(cls, out: str | Path) -> ResultFiles:
-        folder = Path(out)
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            stamp = fresh_stamp(folder, "accuracy_checking_result_{}.csv")
-            files = cls(folder / f"accuracy_checking_result_{stamp}.csv",
-                        folder / f"accuracy_checking_details_{stamp}.csv")
-            files.details.write_text(csv_text([list(DETAIL_COLUMNS)]), encoding="utf-8")
-            files.result.write_text(csv_text([list(RESULT_COLUMNS)]), encoding="utf-8")
-        except OSError as exc:
-            raise AccCheckError(f"{folder}: cannot write the results there ({exc.strerror}); choose a writable "
-                                f"folder with -o") from None
-        return files
+        details, result = claim_files(out, "accuracy_checking", {"details": DETAIL_COLUMNS,
+                                                                  "result": RESULT_COLUMNS})
+        return cls(result, details)
 
     @classmethod
     def resume(cls, csv_path: str | Path) -> tuple[ResultFiles, set[str]]:

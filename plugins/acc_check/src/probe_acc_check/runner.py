@@ -9,14 +9,14 @@ process's registry holds (config.json's ``"plugins"`` section applies).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from probe_acc_check.backend import Options, Run, load_backend
-from probe_acc_check.cases import ApiCase, dedupe, open_dump, read_cases, select
+from probe_acc_check.cases import ApiCase, dedupe, missing_files, open_dump, read_cases, select
 from probe_acc_check.errors import AccCheckError, SkipApi, first_line
 from probe_acc_check.inputs import make_inputs
 from probe_acc_check.judge import judge_run, skipped
@@ -44,6 +44,7 @@ class CheckOptions:
     rank: int | None = None
     executor: str = "local"  # or "dask": the APIs run on a Dask cluster (probe_core.executor)
     scheduler: str | None = None  # the cluster's scheduler; None: a local cluster of `workers` processes
+    generate_missing: bool = False  # tensor files dump.json names but the dump lacks: generate, don't refuse
 
     def backend_options(self, device: str) -> Options:
         return Options(device, self.dtype, keep_inputs=self.save_error_data)
@@ -61,14 +62,16 @@ def run_case(case: ApiCase, backend: Any, seed: int) -> Run | str:
     if case.skip:
         return case.skip
     try:
-        return backend.run(case, make_inputs(case, seed))
+        inputs = make_inputs(case, seed)
+        run = backend.run(case, inputs)
+        return replace(run, note="; ".join(filter(None, (*inputs.notes, run.note)))) if inputs.notes else run
     except SkipApi as exc:
         return exc.reason
     except Exception as exc:  # an API must never take the run down: it becomes a skipped row
         return f"could not run: {type(exc).__name__}: {first_line(exc)}"
 
 
-def _outcomes(cases: list[ApiCase], framework: str, options: CheckOptions) -> Iterator[Run | str]:
+def _outcomes(cases: list[ApiCase], framework: str, options: CheckOptions, registry: Any) -> Iterator[Run | str]:
     """Each case's outcome, in order: on a Dask cluster, in worker processes, or here (the backend loaded
     first, so that a missing framework or device is reported before any file is written)."""
     if options.executor == "dask":
@@ -79,7 +82,7 @@ def _outcomes(cases: list[ApiCase], framework: str, options: CheckOptions) -> It
         from probe_acc_check.workers import in_workers
 
         return in_workers(cases, framework, options)
-    backend = load_backend(framework, options.backend_options(options.devices()[0]))
+    backend = load_backend(framework, options.backend_options(options.devices()[0]), registry)
     return (run_case(case, backend, options.seed) for case in cases)
 
 
@@ -119,6 +122,12 @@ def run_check(options: CheckOptions, registry: Any, progress: Any = None) -> dic
                                 f"patterns match names like Functional.gelu.0, Functional.gelu or gelu")
     if options.filter_api:
         cases = dedupe(cases)
+    missing = missing_files(cases)
+    if missing and not options.generate_missing:
+        raise AccCheckError(f"{dump.dump_file}: {len(missing)} tensor files it names are missing from "
+                            f"{dump.folder / 'dump_tensor_data'} (first: {missing[0]}); copy the whole dump folder, "
+                            f"or pass --generate-missing to check those APIs on values generated from their "
+                            f"statistics (said in each row's Message)")
     standards = _standards(registry)
     if options.csv_path:
         files, done = ResultFiles.resume(options.csv_path)
@@ -126,7 +135,7 @@ def run_check(options: CheckOptions, registry: Any, progress: Any = None) -> dic
         files, done = None, set()
     todo = [case for case in cases if case.name not in done]
     framework = dump.framework or "pytorch"
-    outcomes = _outcomes(todo, framework, options)
+    outcomes = _outcomes(todo, framework, options, registry)
     files = files or ResultFiles.create(options.out_path)
     total, count = len(cases), len(cases) - len(todo)
     for case, outcome in zip(todo, outcomes):

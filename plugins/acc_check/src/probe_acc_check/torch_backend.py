@@ -1,8 +1,10 @@
 """The PyTorch backend: recorded names back to callables, the tested run and the float64 CPU benchmark.
 
-``Functional.x`` is ``torch.nn.functional.x``, ``Torch.x`` is ``torch.x``
-(dotted names such as ``Torch.linalg.norm`` follow attributes), ``Tensor.x``
-is the method (dunders included) called on the first argument. The benchmark
+Names become callables only through the torch collector's operator table
+(:func:`probe_acc_check.backend.operator_table`): ``Functional.x`` is
+``torch.nn.functional.x``, ``Torch.x`` is ``torch.x`` (``Torch.linalg.norm``
+too), ``Tensor.x`` is the method (dunders included) called on the first
+argument; anything else a dump names is refused. The benchmark
 is also what MindSpore dumps are judged against (:mod:`probe_acc_check.ms_backend`),
 so :func:`benchmark` takes framework-neutral arguments.
 """
@@ -12,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from probe_acc_check.backend import Options, Outcome, Output, Run, dotted_attr
+from probe_acc_check.backend import Options, Outcome, Output, Run, resolve, returned
 from probe_acc_check.cases import ApiCase, Typed, flat, map_leaves, map_typed, tensor_leaves
 from probe_acc_check.dtypes import canonical, is_float
 from probe_acc_check.errors import AccCheckError, SkipApi, first_line
@@ -24,23 +26,6 @@ except ImportError:  # pragma: no cover - depends on the installation
     torch = None
 
 _NO_DOUBLE = ("not implemented for 'Double'", "Double is not supported", "not supported for Double")
-
-
-def resolve(api: str) -> Callable:
-    """The callable of a recorded API name (a method is called with its tensor first); :class:`SkipApi`
-    when torch has no such API."""
-    prefix, _, rest = api.partition(".")
-    roots = {"Functional": (("torch.nn.functional", torch.nn.functional), ("torch", torch)),
-             "Torch": (("torch", torch), ("torch.nn.functional", torch.nn.functional)),
-             "Tensor": (("torch.Tensor", torch.Tensor),),
-             "Aten": (("torch.ops.aten", torch.ops.aten),)}.get(prefix)
-    if roots is None:
-        raise SkipApi(f"API prefix {prefix!r} is not pre-checked on PyTorch (Functional, Torch, Tensor and Aten are)")
-    for _, root in roots:
-        fn = dotted_attr(root, rest)
-        if callable(fn):
-            return fn
-    raise SkipApi(f"unknown API: {' nor '.join(name for name, _ in roots)} has no {rest!r}")
 
 
 def torch_dtype(name: str) -> Any:
@@ -85,7 +70,7 @@ def execute(fn: Callable, args: list, kwargs: dict, grads: tuple, differentiable
     for tensor in wanted:
         tensor.requires_grad_(True)
     with torch.enable_grad():
-        result = fn(*args, **kwargs)
+        result = returned(fn(*args, **kwargs))
     outs = list(flat(result))
     forward = [to_output(out) for out in outs]
     pairs = [(out, grad) for out, grad in zip(outs, grads)
@@ -141,10 +126,10 @@ def benchmark(fn: Callable, args: list, kwargs: dict, grads: tuple, differentiab
 class TorchBackend:
     """Runs PyTorch dumps: tested on ``options.device``, benchmark on the CPU in float64."""
 
-    def __init__(self, options: Options) -> None:
+    def __init__(self, options: Options, operators: Callable[[str], Callable[[str], Any]]) -> None:
         if torch is None:
             raise AccCheckError("this dump is a PyTorch dump: install torch to pre-check it (pip install torch)")
-        self.options = options
+        self.options, self.operators = options, operators("pytorch")
         if options.device.startswith("npu"):
             try:
                 import torch_npu  # noqa: F401
@@ -168,7 +153,7 @@ class TorchBackend:
         return self.device if value.kind == "device" else torch_dtype(str(value.value))
 
     def run(self, case: ApiCase, inputs: Inputs) -> Run:
-        fn = resolve(case.api)
+        fn = resolve(case.api, self.operators, "PyTorch")
         args, kwargs = map_leaves(inputs.args, self._tensor), map_leaves(inputs.kwargs, self._tensor)
         arrays = list(tensor_leaves([inputs.args, inputs.kwargs]))
         used = [Array(t.to("cpu", torch.float64 if t.is_floating_point() else t.dtype).numpy().copy(), str(t.dtype),

@@ -51,15 +51,16 @@ def _collect(args: argparse.Namespace) -> int:
 
     from probe_config_check.collect import describe, run_collect, snapshot
     from probe_config_check.dynamic import rank_and_world
-    from probe_config_check.pack import write_pack
+    from probe_config_check.pack import check_pack_path, write_pack
 
     for path in args.data:
         if not Path(path).is_file():
             raise CheckError(f"{path}: no such file; -d takes training shell scripts and YAML/JSON configs")
+    check_pack_path(args.output, "-o")
     rank, _ = rank_and_world(None)
     ctx = CheckContext(shell_paths=tuple(args.data), framework=args.framework, rank=rank, options=_options(args))
     data = snapshot(run_collect(args.registry, ctx, static_only=True))
-    out = write_pack(args.output, {rank: data}, describe(args.registry, data))
+    out = write_pack(args.output, {rank: data}, describe(args.registry, data), flag="-o")
     Console().print(f"packed {', '.join(data) or 'nothing'} into [bold]{escape(str(out))}[/]")
     return 0
 

@@ -9,7 +9,6 @@ values of secret-like names (``--hf-token``, ``--api-key``) are never packed.
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import sys
@@ -17,7 +16,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from probe_core.dump.jsonstream import loads
 from probe_core.errors import CheckError
+from probe_core.safeyaml import MAX_DEPTH, parse_yaml, read_capped
 from probe_core.specs import CheckContext, CheckRow
 
 from probe_config_check.common import option_list, values_equal
@@ -155,23 +156,17 @@ def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def parse_file(path: str) -> dict[str, Any]:
-    """Raw name -> value of one script or config file."""
-    file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise CheckError(f"{path}: cannot read the training script/config ({exc}); check the -d paths") from None
-    suffix = file.suffix.lower()
-    try:
-        if suffix in (".yaml", ".yml"):
-            import yaml
-
-            return _flatten(yaml.safe_load(text) or {})
-        if suffix == ".json":
-            return _flatten(json.loads(text))
-    except Exception as exc:
-        raise CheckError(f"{path}: cannot parse the config file: {exc}") from None
-    return parse_shell(text)
+    """Raw name -> value of one script or config file (at most 64 MiB, YAML aliases bounded)."""
+    raw = read_capped(path, error=CheckError)
+    suffix = Path(path).suffix.lower()
+    if suffix in (".yaml", ".yml"):
+        return _flatten(parse_yaml(raw, where=path, error=CheckError) or {})
+    if suffix == ".json":
+        try:
+            return _flatten(loads(raw, max_depth=MAX_DEPTH))
+        except ValueError as exc:
+            raise CheckError(f"{path}: not valid JSON ({exc}); fix the config file") from None
+    return parse_shell(raw.decode("utf-8", errors="replace"))
 
 
 def megatron_args() -> dict[str, Any]:

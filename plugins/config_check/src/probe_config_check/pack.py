@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 import time
 import zipfile
 from collections.abc import Mapping
@@ -34,8 +33,10 @@ from typing import Any
 
 from probe_core.dump.jsonstream import loads
 from probe_core.errors import CheckError
+from probe_core.outputs import OutputError, prepare_output_dir, writing
 
 from probe_config_check import msprobe_layout
+from probe_config_check.common import replaced_whole
 from probe_config_check.safezip import checked_members, open_zip, read_member
 
 FORMAT = "probe-config-check"
@@ -61,28 +62,33 @@ def check_name(name: str) -> str:
     return name
 
 
-def write_pack(path: str | os.PathLike[str], data: PackData, checkers: Mapping[str, Mapping[str, str]]) -> Path:
-    """Write ``data`` as a pack at ``path`` (atomically replaced); ``checkers`` describes each checker."""
+def check_pack_path(path: str | os.PathLike[str], flag: str = "output_zip_path") -> Path:
+    """``path`` as the zip to write, checked before any work: not a folder or symbolic link, in a folder that
+    can be created and written (one :class:`~probe_core.outputs.OutputError` line otherwise)."""
     path = Path(path)
+    if path.is_symlink():
+        raise OutputError(f"{flag} {path}: is a symbolic link; give the path of the zip file itself")
     if path.is_dir():
-        raise CheckError(f"{path}: is a folder; pass the path of the zip file to write (e.g. pack.zip)")
-    path.parent.mkdir(parents=True, exist_ok=True)
+        raise OutputError(f"{flag} {path}: is a folder; give the path of the zip file to write "
+                          f"(e.g. {path / 'pack.zip'})")
+    prepare_output_dir(path.parent, flag=f"{flag} {path}: folder")
+    return path
+
+
+def write_pack(path: str | os.PathLike[str], data: PackData, checkers: Mapping[str, Mapping[str, str]],
+               *, flag: str = "output_zip_path") -> Path:
+    """Write ``data`` as a pack at ``path`` (atomically replaced); ``checkers`` describes each checker."""
+    path = check_pack_path(path, flag)
     manifest = {"format": FORMAT, "version": VERSION, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "ranks": sorted(data), "checkers": dict(sorted(checkers.items()))}
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-            archive.writestr(MANIFEST, json.dumps(manifest, indent=1))
-            for rank in sorted(data):
-                for name, value in sorted(data[rank].items()):
-                    archive.writestr(f"rank{int(rank)}/{check_name(name)}.json", to_json(value))
-            for name, text in sorted(msprobe_layout.to_members(data).items()):
-                archive.writestr(name, text)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with writing(f"the pack {path}"), replaced_whole(path) as tmp, \
+            zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(MANIFEST, json.dumps(manifest, indent=1))
+        for rank in sorted(data):
+            for name, value in sorted(data[rank].items()):
+                archive.writestr(f"rank{int(rank)}/{check_name(name)}.json", to_json(value))
+        for name, text in sorted(msprobe_layout.to_members(data).items()):
+            archive.writestr(name, text)
     return path
 
 
@@ -176,7 +182,7 @@ def write_rank(path: str | os.PathLike[str], rank: int, collected: Mapping[str, 
     """
     stage = staging_dir(path)
     world_size = max(world_size, rank + 1)
-    with _locked(stage):
+    with writing(f"rank {rank}'s part of the pack {path} (in {stage})"), _locked(stage):
         folder = stage / f"rank{int(rank)}"
         folder.mkdir(exist_ok=True)
         if fresh:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import warnings
@@ -11,9 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from probe_core.errors import CheckError
+from probe_core.outputs import prepare_output_dir, writing
 from probe_core.plugins import ProbeWarning, Registry
 from probe_core.specs import CheckRow
 
+from probe_config_check.common import replaced_whole
 from probe_config_check.pack import read_pack
 from probe_config_check.safezip import safe_extract
 
@@ -73,23 +76,29 @@ def compare_packs(registry: Registry, bench_zip: str | Path, target_zip: str | P
                   out: str | Path, options: Mapping[str, Any] | None = None) -> list[CheckerResult]:
     """Unpack both packs (probe's or msprobe's) under ``out`` (bench/, target/), compare, write result.xlsx and
     summary.json; ``options`` are config.json's ``config_check`` section."""
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise CheckError(f"{out}: exists and is not a folder; pass a folder for the results (-o)")
-    out.mkdir(parents=True, exist_ok=True)
-    packs = {}
-    for side, zip_path in zip(SIDES, (bench_zip, target_zip), strict=True):
-        _, packs[side] = read_pack(zip_path, options)  # checks every member before anything is written
-        folder = out / side
-        if folder.is_symlink() or folder.is_file():
-            folder.unlink()
-        elif folder.exists():
-            shutil.rmtree(folder)
-        safe_extract(zip_path, folder)
+    out = prepare_output_dir(out, flag="-o")
+    packs = {side: read_pack(zip_path, options)[1]  # every member checked before anything is written
+             for side, zip_path in zip(SIDES, (bench_zip, target_zip), strict=True)}
     results = compare_data(registry, packs["bench"], packs["target"])
-    write_summary(results, out / "summary.json")
-    write_xlsx(results, out / "result.xlsx")
+    done: list[str] = []
+    with writing(f"the check results in {out}", lambda: done):
+        for side, zip_path in zip(SIDES, (bench_zip, target_zip), strict=True):
+            _unpack(zip_path, out / side)
+            done.append(f"{side}/")
+        for name, write in (("summary.json", write_summary), ("result.xlsx", write_xlsx)):
+            with replaced_whole(out / name) as tmp:
+                write(results, tmp)
+            done.append(name)
     return results
+
+
+def _unpack(zip_path: str | Path, folder: Path) -> None:
+    """``zip_path`` unpacked into ``folder``, replacing what an earlier run left there."""
+    if folder.is_symlink() or folder.is_file():
+        folder.unlink()
+    elif folder.exists():
+        shutil.rmtree(folder)
+    safe_extract(zip_path, folder)
 
 
 def summary(results: list[CheckerResult]) -> dict[str, Any]:
@@ -131,7 +140,9 @@ def write_xlsx(results: list[CheckerResult], path: Path) -> None:
     for ws in book.worksheets:
         for cell in ws[1]:
             cell.font = Font(bold=True)
-    book.save(path)
+    buffer = io.BytesIO()
+    book.save(buffer)  # built in memory: a full disk cannot leave openpyxl's zip open
+    path.write_bytes(buffer.getvalue())
 
 
 def print_table(results: list[CheckerResult], out: Path) -> None:

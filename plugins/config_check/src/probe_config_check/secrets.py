@@ -4,8 +4,9 @@
   token, tok, tkn, cred(ential)s, secret, passwd/password/pass/pwd, key/apikey, auth, cookie,
   session, private, signature, cert — or ends in one (``HFTOKEN``, ``myApiKey``); words that only look
   alike stay visible: ``TOKENIZERS_PARALLELISM``, ``pad_token_id``, ``num_key_value_heads``, ``max_tokens``;
-* in every string value, the user-info of a URL (``https://user:pass@host`` → ``https://<redacted>@host``)
-  and the values of secret-named query parameters (``?token=...``, ``&sig=...``) are replaced.
+* in every string value, the user-info of a URL (``https://user:pass@host`` → ``https://<redacted>@host``),
+  the values of secret-named query parameters (``?token=...``, ``&sig=...``) and of secret-named flags of a
+  command line (``--mytok VALUE``, ``--api-key=VALUE``, ``--password 'a b'``) are replaced.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ _SECRET_WORDS = frozenset({
     "oauth", "cookie", "cookies", "session", "sessionid", "sessions", "private", "privatekey", "signature", "sig",
     "cert", "certificate", "jwt", "bearer",
 })
-_SECRET_ENDINGS = ("token", "apikey", "secret", "passwd", "password", "pwd", "cookie", "credential", "credentials")
+_SECRET_ENDINGS = ("token", "tok", "tkn", "apikey", "secret", "passwd", "password", "pwd", "cookie", "credential",
+                   "credentials")
 #: "token"/"key" followed by one of these names a model quantity, not a secret (pad_token_id, key_value_heads);
 #: "key_id" stays secret (ACCESS_KEY_ID)
 _HARMLESS_AFTER = {
@@ -36,6 +38,8 @@ _HARMLESS_BEFORE = frozenset({"pad", "eos", "bos", "unk", "sep", "cls", "mask", 
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)([^\s/?#@]+)@")
 _QUERY = re.compile(r"([?&;])([^=&;#\s]+)=([^&;#\s]*)")
+#: a flag of a command line and its value: ``--name=VALUE`` or ``--name VALUE`` (quoted, or one word not a flag)
+_FLAG = re.compile(r"""(?<![\w-])(--[A-Za-z][\w.-]*)(=|\s+)("[^"]*"|'[^']*'|(?!--)\S+)""")
 
 
 def _words(name: str) -> list[str]:
@@ -53,18 +57,20 @@ def is_secret(name: str) -> bool:
             continue
         if word in _SECRET_WORDS:
             return True
-        if len(word) > 5 and word.endswith(_SECRET_ENDINGS):
+        if any(word.endswith(end) and len(word) >= len(end) + 2 for end in _SECRET_ENDINGS):  # mytok, hfpassword
             return True
     return False
 
 
 def redact_text(text: str) -> str:
-    """``text`` with URL credentials and secret query parameters replaced by ``<redacted>``."""
-    if "@" not in text and "=" not in text:
+    """``text`` with URL credentials, secret query parameters and secret flags' values replaced by
+    ``<redacted>``."""
+    if "@" not in text and "=" not in text and "--" not in text:
         return text
     text = _URL_USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
-    return _QUERY.sub(lambda m: f"{m.group(1)}{m.group(2)}={REDACTED}" if is_secret(m.group(2)) else m.group(0),
+    text = _QUERY.sub(lambda m: f"{m.group(1)}{m.group(2)}={REDACTED}" if is_secret(m.group(2)) else m.group(0),
                       text)
+    return _FLAG.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}" if is_secret(m.group(1)) else m.group(0), text)
 
 
 def redact_value(value: Any, depth: int = 0) -> Any:

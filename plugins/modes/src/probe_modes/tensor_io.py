@@ -19,12 +19,23 @@ import numpy as np
 from probe_core.errors import DumpError
 
 
+def missing_file(path: Path, leaf_name: str) -> str:
+    """Why ``path`` (``step{N}/rank{R}/dump_tensor_data/NAME``) is missing and what to do: its step has only the
+    record journal (the run was killed before writing the file), or the dump was copied without it."""
+    rank_dir = path.parent.parent
+    if (rank_dir / ".journal.jsonl").is_file() and not (rank_dir / "dump.json").is_file():
+        return (f"tensor file missing: {path} (for {leaf_name}): the run was killed before writing it (its step "
+                f"has only the record journal); run `probe recover {rank_dir.parent.parent}`, which leaves out "
+                "the entries whose files were never written, or pass --lenient to mark such rows as errors")
+    return (f"tensor file missing: {path} (for {leaf_name}); copy the whole dump folder including "
+            "dump_tensor_data/, or pass --lenient to mark such rows as errors and go on")
+
+
 def load_array(path: Path | None, leaf_name: str) -> np.ndarray:
     if path is None:
         raise DumpError(f"{leaf_name}: the dump has no data_name for this tensor; dump it with task \"tensor\"")
     if not path.is_file():
-        raise DumpError(f"tensor file missing: {path} (for {leaf_name}); copy the whole dump folder including "
-                        f"dump_tensor_data/, or pass --lenient to mark such rows as errors and go on")
+        raise DumpError(missing_file(path, leaf_name))
     try:
         if path.suffix == ".npy":
             array = np.load(path, allow_pickle=False)

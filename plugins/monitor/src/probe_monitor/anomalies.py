@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import statistics
 import sys
 from collections import deque
@@ -78,7 +79,9 @@ class AnomalyLog:
             if len(new) > PRINTED:
                 print(f"probe monitor: step {step} rank {self.rank}: {len(new) - PRINTED} more anomalies in {self.path}",
                       file=sys.stderr, flush=True)
-            self.path.write_text(json.dumps([asdict(a) for a in self.found], indent=1))
+            temporary = self.path.with_name(f".{FILE}.tmp")  # replaced whole: a full disk never truncates it
+            temporary.write_text(json.dumps([asdict(a) for a in self.found], indent=1))
+            os.replace(temporary, self.path)
         return new
 
     def _anomaly(self, step: int, row: Row, kind: str, stat: str, detail: str) -> Anomaly:

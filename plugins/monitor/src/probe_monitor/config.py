@@ -93,6 +93,7 @@ KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("module_ranks", list, [], check=_ranks, doc="ranks that record; []: all"),
     ConfigKey("print_struct", bool, False, doc="print the module and parameter names (write module_struct.json)"),
     ConfigKey("dynamic_on", bool, False, doc="with DYNAMIC_MONITOR=true: switch recording on while training runs"),
+    ConfigKey("overwrite", bool, False, doc="replace a monitor run already in the output folder (else it is refused)"),
     ConfigKey("alert", dict, {}, check=_alert, doc='spike rules: {"rules": [{"rule_name": "AnomalyZScore", "args": {...}}]}'),
 ) + tuple(ConfigKey(name, (bool, int, float, str, list, dict, type(None)), None, doc="msprobe key, ignored")
           for name in IGNORED)
@@ -136,6 +137,7 @@ class MonitorConfig:
     module_ranks: tuple[int, ...] = ()
     print_struct: bool = False
     dynamic_on: bool = False
+    overwrite: bool = False
     rules: tuple[SpikeRule, ...] = (SpikeRule(),)
     source: str = "<defaults>"
 

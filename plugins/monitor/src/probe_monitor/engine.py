@@ -18,9 +18,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from probe_core.errors import ProbeError
+from probe_core.outputs import writing
+from probe_core.selection import spans
 from probe_monitor.anomalies import AnomalyLog
 from probe_monitor.config import MonitorConfig, load_monitor_config
-from probe_monitor.errors import MonitorError
+from probe_monitor.output import open_output
 from probe_monitor.records import Row
 from probe_monitor.writers import WriterContext, open_writer
 
@@ -58,20 +61,6 @@ def output_root(explicit: str | os.PathLike[str] | None = None) -> Path:
     return Path(explicit or os.environ.get(OUTPUT_ENV) or DEFAULT_OUTPUT)
 
 
-def rank_folder(root: Path, rank: int) -> Path:
-    """``root/rank{R}``, created and checked writable (one clear error when it is not)."""
-    folder = root / f"rank{rank}"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe_file = folder / ".probe-write-test"
-        probe_file.write_text("")
-        probe_file.unlink()
-    except OSError as exc:
-        raise MonitorError(f"{folder}: cannot write the monitor output ({exc.strerror or exc}); pass a writable "
-                           f"folder (probe run --dump-path, TrainerMon(output_dir=...) or ${OUTPUT_ENV})") from None
-    return folder
-
-
 class MonitorEngine:
     """One rank's monitor: step bookkeeping, pending statistics, writer, anomalies."""
 
@@ -91,28 +80,28 @@ class MonitorEngine:
         self.dynamic = os.environ.get(DYNAMIC_ENV, "").strip().lower() in ("1", "true", "yes", "on")
         self.enabled = not self.dynamic or config.dynamic_on
         self.folder: Path | None = None
+        self._lock: Any = None  # the run lock of the output folder (probe_core.collect.runlock.RunLock)
         self.writer: Any = None
+        self._format: str | None = None
         self.anomalies: AnomalyLog | None = None
         self._apply(config)
 
     # -- configuration ------------------------------------------------------------------------------
 
     def _apply(self, config: MonitorConfig) -> None:
-        self.config = config
-        self.ops = config.ops
-        self.records_rank = not config.module_ranks or self.rank in config.module_ranks
-        if not self.records_rank:
-            self.active = False
-            return
-        if self.folder is None:
-            self.folder = rank_folder(self.root, self.rank)
+        """Take ``config`` on; what can fail (the folder, the writer) happens before anything changes."""
+        records = not config.module_ranks or self.rank in config.module_ranks
+        if records and self.folder is None:
+            self.folder, self._lock = open_output(self.root, self.rank, config.overwrite)
             self.anomalies = AnomalyLog(config.rules, self.rank, self.folder)
-        if self.writer is None or getattr(self, "_format", None) != config.format:
+        if records and config.format != self._format:
+            writer = open_writer(config, self.registry, WriterContext(self.folder, self.rank, config.ops, config))
             if self.writer is not None:
                 self.writer.close()
-            self.writer = open_writer(config, self.registry, WriterContext(self.folder, self.rank, config.ops, config))
-            self._format = config.format
-        self.anomalies.rules = config.rules
+            self.writer, self._format = writer, config.format
+        self.config, self.ops, self.records_rank = config, config.ops, records
+        if self.anomalies is not None:
+            self.anomalies.rules = config.rules
         self.active = self._is_active()
 
     def _is_active(self) -> bool:
@@ -134,12 +123,17 @@ class MonitorEngine:
         if mtime == self._config_mtime:
             return
         self._config_mtime = mtime
-        config = load_monitor_config(self.config_path)
+        try:
+            config = load_monitor_config(self.config_path)
+            self._apply(config)
+        except ProbeError as exc:  # a typo saved while training runs: said once per edit, never fatal
+            print(f"probe monitor: the live config edit is ignored, the monitor goes on with the last good config: "
+                  f"{'; '.join(exc.messages)}", file=sys.stderr, flush=True)
+            return
         self.enabled = config.dynamic_on
         if self.enabled:
             self._first_recorded = self.step
             self.steps_recorded = []
-        self._apply(config)
 
     # -- recording ----------------------------------------------------------------------------------
 
@@ -161,8 +155,7 @@ class MonitorEngine:
         if self._pending:
             rows = self._rows()
             self._pending = {}
-            self.writer.write_step(self.step, rows)
-            self.anomalies.check(self.step, rows)
+            self._write(rows)
             self.steps_recorded.append(self.step)
         self.step += 1
         self.micro_step = 0
@@ -170,6 +163,20 @@ class MonitorEngine:
             self._reload()
         self.active = self._is_active()
         return rows
+
+    def _write(self, rows: list[Row]) -> None:
+        """Write one step; a failed write (a full disk) stops the monitor with one error line that says which
+        steps were written completely."""
+        done = list(self.steps_recorded)
+        try:
+            with writing(f"the monitor output of step {self.step} in {self.folder}",
+                         lambda: [f"steps {spans(done)}"] if done else []):
+                self.writer.write_step(self.step, rows)
+                self.anomalies.check(self.step, rows)
+        except ProbeError:
+            self.enabled = self.active = False
+            self._close_writer(quiet=True)
+            raise
 
     def _rows(self) -> list[Row]:
         pending = list(self._pending.values())
@@ -192,18 +199,33 @@ class MonitorEngine:
             return
         path = self.folder / "module_struct.json"
         merged = (json.loads(path.read_text()) if path.is_file() else {}) | struct
-        path.write_text(json.dumps(merged, indent=1))
+        with writing(f"the module names in {path}"):
+            path.write_text(json.dumps(merged, indent=1))
         print("probe monitor: modules (targets may name any of them):", *(name or '""' for name in struct),
               f"(written to {path})", sep="\n  ", file=sys.stderr)
 
+    def _close_writer(self, quiet: bool = False) -> None:
+        writer, self.writer, self._format = self.writer, None, None
+        if writer is None:
+            return
+        try:
+            with writing(f"the monitor output in {self.folder}"):
+                writer.close()
+        except ProbeError:
+            if not quiet:  # after a failed write the error is said already
+                raise
+
     def close(self) -> None:
-        """Write what is left and print the first anomaly (idempotent)."""
-        if self.writer is not None:
-            self.writer.close()
-            self.writer = None
-        if self.anomalies is not None:
-            self.anomalies.close()
-            self.anomalies = None
+        """Write what is left, print the first anomaly, release the folder (idempotent)."""
+        try:
+            self._close_writer()
+        finally:
+            if self.anomalies is not None:
+                self.anomalies.close()
+                self.anomalies = None
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
 
 
 def _grad_norm(rows: list[Row], step: int) -> list[Row]:

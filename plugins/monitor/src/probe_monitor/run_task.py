@@ -11,6 +11,7 @@ else ``./monitor_output``.
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 import warnings
 from typing import Any
 
@@ -24,6 +25,8 @@ from probe_monitor.errors import MonitorError
 def attach(request: RunRequest) -> Any:
     """The run task's ``attach``: build the framework's monitor before the script starts."""
     config = load_monitor_config(request.config, RUN_DEFAULTS)
+    if request.overwrite:  # probe run --overwrite
+        config = replace(config, overwrite=True)
     if request.framework == "mindspore":
         from probe_monitor.mindspore_monitor import MindSporeRun
 

@@ -22,6 +22,7 @@ from probe_core.anomaly.scan import Finding, RankScan, scan_rank
 from probe_core.dump import DumpEntry, discover
 from probe_core.dump.order import concurrent_with, first_across_ranks
 from probe_core.errors import DumpError
+from probe_core.outputs import write_new, writing
 
 
 @dataclass(frozen=True)
@@ -110,23 +111,17 @@ def report(result: StepResult) -> dict[str, list[dict[str, Any]]]:
 
 def write_reports(results: list[StepResult], out: str | Path) -> list[Path]:
     """One ``anomaly_analyze_{timestamp}.json`` per step with a NaN/Inf (``..._step{N}_...`` when the dump
-    has several steps); none when the dump is clean."""
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise DumpError(f"{out}: exists and is not a folder; give -o a folder (it is created when missing)")
+    has several steps), each a new file; none when the dump is clean. ``out`` is a folder
+    :func:`probe_core.outputs.prepare_output_dir` checked."""
     several = len(results) > 1
-    written = []
-    for result in results:
-        if result.first is None:
-            continue
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise DumpError(f"{out}: cannot create the output folder ({exc.strerror}); choose another -o") from None
-        step = f"step{result.step}_" if several and result.step is not None else ""
-        path = out / f"anomaly_analyze_{step}{time.time_ns()}.json"
-        path.write_text(json.dumps(report(result), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        written.append(path)
+    written: list[Path] = []
+    with writing(f"the reports in {out}", lambda: [str(path) for path in written]):
+        for result in results:
+            if result.first is None:
+                continue
+            step = f"step{result.step}_" if several and result.step is not None else ""
+            text = json.dumps(report(result), indent=2, ensure_ascii=False) + "\n"
+            written.append(write_new(out, f"anomaly_analyze_{step}{time.time_ns()}.json", text))
     return written
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from probe_core import hookimpl
 from probe_core.anomaly.analyze import StepResult, analyze, job_first, write_reports
 from probe_core.anomaly.scan import DURING, INHERITED, Finding
+from probe_core.outputs import output_folder
 from probe_core.specs import CommandSpec
 
 COMMAND = "overflow-check"
@@ -93,8 +94,10 @@ def _print(results: list[StepResult], written: list[Path]) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    results = analyze(args.input_path, ranks=args.rank, steps=args.step, lenient=args.lenient)
-    _print(results, write_reports(results, args.output_path))
+    with output_folder(args.output_path, flag="-o") as out:  # a clean run leaves no empty folder
+        results = analyze(args.input_path, ranks=args.rank, steps=args.step, lenient=args.lenient)
+        written = write_reports(results, out)
+    _print(results, written)
     return 0
 
 

@@ -18,6 +18,15 @@ from probe_core.collect.writer import Pending, StepWriter
 
 FLUSH_EVERY = 128  # entries per batch of statistics
 
+_NOT_IN_NAMES = str.maketrans({"/": "_", "\\": "_", "\x00": "_"})
+
+
+def file_name(name: str) -> str:
+    """``name`` as one file name inside ``dump_tensor_data/``: path separators (and NUL) become ``_``, so no
+    name leaves the folder (``PrecisionDebugger.save(x, "../../x")``, an absolute path, a ``ModuleDict`` key
+    ``"a/b"``); every other name is kept as msprobe writes it."""
+    return name.translate(_NOT_IN_NAMES)
+
 
 class Batch:
     """Queued entries and their deferred statistics, for one collection."""
@@ -53,11 +62,12 @@ class Batch:
         self._handles.append(handle)
 
     def save_tensor(self, tensor: Any, label: str) -> str:
-        """Save ``tensor`` as ``{current entry}.{label}{suffix}`` (off the training thread); returns that name.
+        """Save ``tensor`` as ``{current entry}.{label}{suffix}`` (off the training thread; see :func:`file_name`);
+        returns that name.
         A tensor saved again in the same batch, unchanged (a module's output that is the next module's
         input), is a hard link to its first file: one copy and one write, every ``data_name`` still a file."""
         label = label.strip(".")
-        data_name = f"{self.current}.{label}{self._suffix}" if label else f"{self.current}{self._suffix}"
+        data_name = file_name(f"{self.current}.{label}{self._suffix}" if label else f"{self.current}{self._suffix}")
         first = self.ops.once_per_batch(tensor, "save", lambda: data_name)
         if first != data_name:
             self.writer.link_tensor(first, data_name)

@@ -44,6 +44,10 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS", help="the script's arguments")
 
 
+#: The exit code of a script that Ctrl-C (SIGINT) ended: 128 + SIGINT, as a shell reports it.
+INTERRUPTED = 130
+
+
 def _exit_code(exc: SystemExit) -> int:
     code = exc.code
     if code is None:
@@ -55,7 +59,8 @@ def _exit_code(exc: SystemExit) -> int:
 
 
 def run_script(script: Path, argv: list[str]) -> int:
-    """Run ``script`` as ``__main__`` with ``argv``; returns its exit code (1 with a traceback when it raised)."""
+    """Run ``script`` as ``__main__`` with ``argv``; returns its exit code (1 with a traceback when it raised,
+    :data:`INTERRUPTED` when Ctrl-C ended it)."""
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = [str(script)] + argv
     sys.path.insert(0, str(script.resolve().parent))
@@ -64,7 +69,10 @@ def run_script(script: Path, argv: list[str]) -> int:
         return 0
     except SystemExit as exc:
         return _exit_code(exc)
-    except (KeyboardInterrupt, ProbeError):  # ProbeError: collection stopped (a full disk): one line, exit 2
+    except KeyboardInterrupt:  # Ctrl-C (SIGINT) reached the top: the shell's code for it
+        print("probe: the script was interrupted (KeyboardInterrupt, SIGINT)", file=sys.stderr)
+        return INTERRUPTED
+    except ProbeError:  # collection stopped (a full disk): one line, exit 2
         raise
     except BaseException:
         kind, value, tb = sys.exc_info()
@@ -137,7 +145,7 @@ def print_summary(summary: Summary, code: int, config: Any) -> None:
     table.add_row("entries", str(summary.entries))
     table.add_row("bytes written", _human(summary.bytes))
     table.add_row("dump path", Text(os.path.abspath(summary.dump_path)))  # a path's brackets are no markup
-    table.add_row("script exit code", str(code))
+    table.add_row("script exit code", f"{code} (interrupted: Ctrl-C, SIGINT)" if code == INTERRUPTED else str(code))
     Console(stderr=False).print(table)
 
 
@@ -202,7 +210,8 @@ def _run(args: argparse.Namespace) -> int:
 
 def _run_task(spec: Any, args: argparse.Namespace, script: Path, framework: str | None) -> int:
     """``probe run --task NAME`` for a plugin's run task: attach it, run the script, close it."""
-    request = RunRequest(str(script), args.config, args.dump_path, framework or "pytorch", args.registry)
+    request = RunRequest(str(script), args.config, args.dump_path, framework or "pytorch", args.registry,
+                         overwrite=bool(args.overwrite))
     handle = spec.load()(request)
     code = 1
     try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from probe_core.collect.session import Summary, check_dump_path
-from probe_core.config import RUNNABLE_TASKS, ProbeConfig, load_config
+from probe_core.config import LEGACY_TASKS, ProbeConfig, load_config
 from probe_core.errors import CollectionError
 from probe_core.modes import mode_for_config
 
@@ -26,7 +26,7 @@ def build_collector(framework: str | None, config_path: Any = None, *, auto_step
     if framework:
         overrides.setdefault("framework", framework)
     config, registry = load_config(config_path, registry=registry, **overrides)
-    if config.task not in RUNNABLE_TASKS:  # an msprobe task that dumps nothing here (the config warned why)
+    if config.task in LEGACY_TASKS:  # an msprobe task that dumps nothing here (the config warned why)
         return InertCollector(config, framework or config.framework or "pytorch")
     check_dump_path(config.dump_path, overwrite=config.overwrite)
     spec = registry.collector_for(config.framework or framework or "pytorch")

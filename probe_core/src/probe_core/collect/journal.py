@@ -14,7 +14,8 @@ At step end :func:`write_step_files` writes ``stack.json``, ``construct.json``
 files renamed into place — dump.json last, so a step whose dump.json exists is
 whole — then the journal is removed. :func:`recover_step` (``probe recover``)
 rebuilds the same files from a journal a dead process left behind, marked
-``"partial": true``. Every folder level under the dump path is checked on the
+``"partial": true``, without the entries whose tensor files the process died
+before writing (a step is finished only when its files are). Every folder level under the dump path is checked on the
 way (:func:`safe_dir`): no write follows a symbolic link.
 """
 
@@ -23,6 +24,8 @@ from __future__ import annotations
 import json
 import os
 import stat
+import warnings
+import zipfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -158,7 +161,9 @@ def recover_step(rank_dir: str | os.PathLike[str], header: dict[str, Any] | None
     ``rank_dir`` is the ``step{N}/rank{R}`` folder holding ``.journal.jsonl``;
     the header (task, level, framework, dump_data_dir) is taken from the
     journal's first line when present, and marked ``"partial": true,
-    "recovered": true``. The journal is kept unless ``remove_journal``.
+    "recovered": true``. Entries naming a tensor file the process did not write
+    whole are left out (a warning counts them). The journal is kept unless
+    ``remove_journal``.
     """
     rank_dir = Path(rank_dir)
     path = rank_dir / JOURNAL_NAME
@@ -166,9 +171,99 @@ def recover_step(rank_dir: str | os.PathLike[str], header: dict[str, Any] | None
         raise DumpError(f"{rank_dir}: no {JOURNAL_NAME} to recover from; the step either finished "
                         "(its dump.json is final) or never recorded anything")
     records = read_journal(path)
+    _warn_dropped(rank_dir, drop_unwritten(records, rank_dir / "dump_tensor_data"), records)
     found = dict(records.header or {"task": None, "level": None, "framework": None, "dump_data_dir": None})
     found.update(partial=True, recovered=True)
     written = write_step_files(rank_dir, header or found, records)
     if remove_journal:
         path.unlink()
     return written
+
+
+def _warn_dropped(rank_dir: Path, dropped: list[str], records: StepRecords) -> None:
+    if not dropped:
+        return
+    from probe_core.plugins import ProbeWarning
+
+    what = "the recovered dump.json names only files on disk" if records.entries or records.debug else \
+        "no entry is left: no dump.json written"
+    warnings.warn(f"{rank_dir}: left out {len(dropped)} entries ({dropped[0]}, ...) whose tensor files the killed "
+                  f"run never wrote whole; {what}", ProbeWarning, stacklevel=3)
+
+
+def drop_unwritten(records: StepRecords, tensor_dir: Path) -> list[str]:
+    """Leave out of ``records`` the dump.json and debug.json entries naming a tensor file that is not whole in
+    ``tensor_dir`` (missing, cut short, or a name that would leave the folder); returns their names."""
+    dropped: list[str] = []
+    for pairs in (records.entries, records.debug):
+        kept = []
+        for name, text in pairs:
+            if '"data_name"' not in text or all(_tensor_file_whole(tensor_dir, data_name)
+                                                for data_name in _data_names(json.loads(text))):
+                kept.append((name, text))
+            else:
+                dropped.append(name)
+        pairs[:] = kept
+    if dropped:
+        gone = set(dropped)
+        records.stack_names = {sid: [name for name in names if name not in gone]
+                               for sid, names in records.stack_names.items()}
+    return dropped
+
+
+def _data_names(value: Any) -> list[str]:
+    """Every ``data_name`` in an entry's value, however deeply nested (no recursion: a journal may be hostile)."""
+    names, stack = [], [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if isinstance(item.get("data_name"), str):
+                names.append(item["data_name"])
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return names
+
+
+def _tensor_file_whole(tensor_dir: Path, data_name: str) -> bool:
+    """Whether ``tensor_dir/data_name`` is a whole tensor file: a plain name, a regular file, and for ``.pt``
+    (a zip archive, whose end record is written last) or ``.npy`` (a header, then the data) not cut short."""
+    if not data_name or data_name in (".", "..") or any(c in data_name for c in "/\\\x00"):
+        return False
+    path = tensor_dir / data_name
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return False
+        if path.suffix == ".pt":
+            return zipfile.is_zipfile(path)
+        if path.suffix == ".npy":
+            return _npy_whole(path)
+    except (OSError, ValueError):  # ValueError: a name the file system cannot encode
+        return False
+    return True
+
+
+def _npy_whole(path: Path) -> bool:
+    """An ``.npy`` file holds all the bytes its header announces (read without numpy: the header is the
+    magic, a version, its length and a Python dict literal ``{'descr': '<f4', 'shape': (2, 3), ...}``)."""
+    import ast
+    import re
+    import struct
+
+    with open(path, "rb") as handle:
+        head = handle.read(12)
+        if len(head) < 10 or head[:6] != b"\x93NUMPY":
+            return False
+        wide = head[6] >= 2
+        length = struct.unpack("<I", head[8:12])[0] if wide else struct.unpack("<H", head[8:10])[0]
+        start = (12 if wide else 10) + length
+        handle.seek(start - length)
+        try:
+            header = ast.literal_eval(handle.read(length).decode("latin1"))
+            itemsize = int(re.fullmatch(r"[<>|=]?[a-zA-Z](\d+)", header["descr"]).group(1))
+            size = itemsize
+            for n in header["shape"]:
+                size *= int(n)
+        except (ValueError, SyntaxError, TypeError, KeyError, AttributeError, MemoryError, RecursionError):
+            return False
+        return os.fstat(handle.fileno()).st_size >= start + size

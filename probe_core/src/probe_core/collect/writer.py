@@ -27,6 +27,9 @@ from probe_core.modes import EntryPolicy
 #: Bytes of tensor snapshots that may wait for the writer thread before the training thread waits for it.
 SAVE_QUEUE_BYTES = 1 << 30
 
+#: In the queue of tensor files: the end of one step's files (see StepWriter._drain_files).
+_STEP_END = None
+
 _string = json.encoder.encode_basestring_ascii  # json.dumps of a str, without the call's set-up
 
 
@@ -110,13 +113,14 @@ class StepWriter:
         self._errors: list[Exception] = []
         self._state: _StepState | None = None
         self._last: Future | None = None  # the batch submitted last (see sync)
+        self._finishing: Future | None = None  # the final files of the step ended last (see end_step)
         #: called once before the first file is written (the run lock of the dump path)
         self.before_write: Callable[[], None] | None = None
         self._prepare_lock = threading.Lock()
         self._prepared = False
         self._queue_room = threading.Condition()  # signalled as queued snapshots are written
         self._queued_bytes = 0
-        self._files: deque[tuple[Any, str, int, str | None]] = deque()  # tensor files for the writer thread
+        self._files: deque[tuple[Any, str, int, str | None] | None] = deque()  # tensor files and _STEP_END
         self._files_lock = threading.Lock()
         self._draining = False  # a task draining self._files is queued or running
         self._checked: str | None = None  # the tensor folder safe_dir made and checked last (once, not per file)
@@ -144,9 +148,10 @@ class StepWriter:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="probe-writer")
         return self._pool
 
-    def _run(self, work: Callable[[], None]) -> None:
+    def _run(self, work: Callable[[], None]) -> Future | None:
         """Run file work on the writer thread, in submission order; its first error is kept (:attr:`error`),
-        stops collection (:attr:`stopped`) and is raised by close()."""
+        stops collection (:attr:`stopped`) and is raised by close(). Returns its future (``None`` when it ran
+        at once)."""
         def guarded() -> None:
             if self._errors:
                 return  # nothing is written after the first error: what is on disk stays as it was
@@ -159,6 +164,8 @@ class StepWriter:
             self._last = self._executor().submit(guarded)
         except RuntimeError:  # interpreter exit (an atexit close): the pool takes no more work, its queue is done
             guarded()
+            return None
+        return self._last
 
     def _prepare(self) -> None:
         """Run ``before_write`` once, before any file is written by either thread (the training thread's
@@ -204,10 +211,20 @@ class StepWriter:
                                  os.path.join(rank_dir, "dump_tensor_data", ""))
 
     def end_step(self) -> None:
-        """Queue the step's final files (written atomically, then ``probe_on_step_end``); an empty step
-        writes nothing. Always queued, so that the batches before it are counted first."""
+        """Queue the step's final files (written atomically once its tensor files are, then
+        ``probe_on_step_end``); an empty step writes nothing. Always queued, so that the batches before it are
+        counted first. Back-pressure: the training thread first waits until the step before this one is
+        written whole, so training runs at most one step ahead of the files and a killed run loses at most
+        the step it was in and the one it had just ended (their journals: ``probe recover``). Once stopped (a
+        forked child, whose copy of the writer thread never runs) nothing is waited for."""
+        previous, self._finishing = self._finishing, None
+        if previous is not None and not self.stopped:
+            previous.result()
         state = self._state
-        self._run(lambda: self._finish_step(state))
+        self._finishing = self._run(lambda: self._finish_step(state))
+        with self._files_lock:
+            if self._draining:  # the step's tensor files still wait: its final files wait for them only
+                self._files.append(_STEP_END)
 
     def close(self) -> Summary:
         """Wait for every file; raises the first error the writer met."""
@@ -276,14 +293,21 @@ class StepWriter:
             self._drain_files()
 
     def _drain_files(self) -> None:
-        """Write the queued tensor files, in order, until none is left. The step's final files are queued
-        after its tensor files on the same thread, so they are written once these are."""
+        """Write the queued tensor files, in order, up to the end of a step's files: there this task queues
+        itself again, behind that step's final files (queued after its tensor files), so a step's dump.json
+        waits for its own files, not for those of the steps training has gone on to."""
         while True:
             with self._files_lock:
                 if not self._files:
                     self._draining = False
                     return
-                snapshot, path, nbytes, source = self._files.popleft()
+                item = self._files.popleft()
+                if item is _STEP_END:
+                    if self._drain_later():
+                        return
+                    continue
+            snapshot, path, nbytes, source = item
+            item = None
             try:
                 if self._errors:
                     continue  # nothing is written after the first error
@@ -299,6 +323,18 @@ class StepWriter:
                     with self._queue_room:
                         self._queued_bytes -= nbytes
                         self._queue_room.notify_all()
+
+    def _drain_later(self) -> bool:
+        """At the end of a step's files (under the queue's lock): queue the draining of the next step's files
+        behind the step's final files; False where the pool takes no more work (interpreter exit)."""
+        if not self._files:
+            self._draining = False
+            return True
+        try:
+            self._executor().submit(self._drain_files)
+        except RuntimeError:
+            return False
+        return True
 
     def _write_file(self, path: str, write: Callable[..., Any], *args: Any, counted: bool = True) -> None:
         try:

@@ -38,6 +38,7 @@ from probe_core.fastjson import float_texts
 from probe_core.executor import ExecutorChoice, RegistryRef, job_executor, registry_of, registry_ref, run_jobs
 from probe_core.gcpause import collector_paused
 from probe_core.modes import DataMode, common_mode
+from probe_core.outputs import output_folder, writing
 
 CHUNK_ENTRIES = 1024  # entries compared at once: numpy's per-call cost spread over more rows (256: 3% slower)
 
@@ -608,14 +609,23 @@ def compare_ranks(target: RankDump, bench: RankDump, registry, options: CompareO
         return _compare_ranks(target, bench, registry, options, advance, on_total)
 
 
+def _check_has_entries(dump: RankDump, side: str) -> None:
+    """A dump without one readable entry leaves nothing to compare: no answer, an error that says why."""
+    if dump.has_entries:
+        return
+    if dump.problem:
+        raise CompareError(f"the {side} dump {dump.dump_file}: nothing could be read, not even with --lenient "
+                           f"({dump.problem}); no entry comes before the damage: repair the file or dump again")
+    raise CompareError(f"the {side} dump {dump.dump_file} has no entries (\"data\" is empty): "
+                       f"nothing was collected; check the dump's scope/list/level and step filters")
+
+
 def _compare_ranks(target: RankDump, bench: RankDump, registry, options: CompareOptions,
                    advance: Callable[[int], None] | None, on_total: Callable[[int], None] | None) -> PendingRank:
+    for dump, side in ((target, "target"), (bench, "bench")):
+        _check_has_entries(dump, side)
     mode = detect_mode(target, bench, registry)
     name_map = name_map_for(target, bench, options)
-    for dump, side in ((target, "target"), (bench, "bench")):
-        if not dump.has_entries:
-            raise CompareError(f"the {side} dump {dump.dump_file} has no entries (\"data\" is empty): "
-                               f"nothing was collected; check the dump's scope/list/level and step filters")
     comparators = load_comparators(registry, mode.name)
     if not comparators:
         raise CompareError(f"no comparator for {mode.name} dumps is installed (comparators for: "
@@ -646,7 +656,7 @@ def _compare_ranks(target: RankDump, bench: RankDump, registry, options: Compare
                    columns=columns, percent=percent, name_map=name_map, rules=options.rules,
                    postprocess=columnar.postprocess, columnar=columnar, xlsx=options.xlsx,
                    result_at=columns.index("Result"))
-    spool = output.RowSpool(stem)
+    spool = output.RowSpool(stem, _completed)
     shown = 0
     try:
         for outcome in outcomes:
@@ -681,8 +691,25 @@ def _compare_ranks(target: RankDump, bench: RankDump, registry, options: Compare
                        unmatched, sides[0], sides[1], partial, mode.name)
 
 
+#: the result files this process wrote completely in the current :func:`run_compare` (what a full disk keeps)
+_COMPLETED: list[str] = []
+
+
+def _completed() -> list[str]:
+    return list(_COMPLETED)
+
+
 def write_rank(pending: PendingRank, options: CompareOptions) -> RankResult:
-    """Write a rank pair's CSV/XLSX with the job's verdicts (rows the judge flags become errors)."""
+    """Write a rank pair's CSV/XLSX with the job's verdicts (rows the judge flags become errors); a write that
+    fails (a full disk) is one :class:`~probe_core.outputs.OutputError` line saying what was written."""
+    files = f"{pending.stem.name}.csv" + (" and .xlsx" if options.xlsx else "")
+    with writing(f"the results of {pending.label} ({files} in {pending.stem.parent})", _completed):
+        result = _write_rank(pending, options)
+    _COMPLETED.extend(path for path in (result.csv, result.xlsx) if path)
+    return result
+
+
+def _write_rank(pending: PendingRank, options: CompareOptions) -> RankResult:
     writer = output.RowWriter(pending.stem, pending.columns, options.xlsx)
     result_at, message_at = writer.result_at, pending.columns.index("Err_message")
     counts = {PASS: 0, WARNING: 0, ERROR: 0, UNMATCHED: 0}
@@ -801,16 +828,17 @@ def pair_dumps(targets: list[RankDump], benches: list[RankDump]) -> list[tuple[R
 
 
 def run_compare(options: CompareOptions, registry) -> dict[str, Any]:
-    """Compare two dumps as ``options`` say; write results and summary.json; return the summary."""
+    """Compare two dumps as ``options`` say; write results and summary.json; return the summary. The output
+    folder is checked before any work (:func:`probe_core.outputs.output_folder`)."""
+    with output_folder(options.output, flag="-o") as out:
+        return _run_compare(options, registry, out)
+
+
+def _run_compare(options: CompareOptions, registry, out: Path) -> dict[str, Any]:
+    _COMPLETED.clear()
     targets = discover(options.target, ranks=options.ranks, steps=options.steps, lenient=options.lenient)
     benches = discover(options.bench, ranks=options.ranks, steps=options.steps, lenient=options.lenient)
     pairs = pair_dumps(targets, benches)
-    out = Path(options.output)
-    if out.exists() and not out.is_dir():
-        raise CompareError(f"-o {out}: exists and is not a folder; give a folder for the results")
-    if out.is_symlink():
-        raise CompareError(f"-o {out}: is a symbolic link; give a real folder")
-    out.mkdir(parents=True, exist_ok=True)
     steps = {t.step for t, _ in pairs}
     options = dataclasses.replace(options, stamp=options.stamp or output.timestamp(), step_folders=len(steps) > 1)
     references: Mapping[int, NoiseReference] = {}
@@ -838,9 +866,12 @@ def run_compare(options: CompareOptions, registry) -> dict[str, Any]:
         "ranks": [_public(r) for r in results],
         "partial": [path for r in results for path in r.partial],
     }
-    output.write_summary(out / "summary.json", summary)
-    if options.diff_analyze:
-        summary["diff_analyze"] = str(output.write_diff_analyze(out, results))
+    with writing(f"the compare summary in {out}", _completed):
+        written = output.write_summary(out, summary)
+        _COMPLETED.append(str(written))
+        if options.diff_analyze:
+            summary["diff_analyze"] = str(output.write_diff_analyze(out, results))
+    summary["summary_file"] = written.name  # in the output folder: summary.json, or summary_1.json beside another's
     return summary
 
 
@@ -891,6 +922,7 @@ def compare_chains(pairs: Sequence[tuple[RankDump, RankDump]], registry, options
         for result in run_jobs(executor, _chain_job, specs, [registry_ref(registry)] * n, [alone] * n,
                                [references.get(rank) for rank in chains]):
             results.append(result)
+            _COMPLETED.extend(path for rank in result.results for path in (rank.csv, rank.xlsx) if path)
             bar.advance(task)
     return results
 

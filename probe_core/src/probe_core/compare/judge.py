@@ -29,6 +29,9 @@ execution order (:func:`judge_step`):
   entry whose target dtype is coarser than both its bench's and the step's
   usual one, and whose error is more than :data:`ADDS_ERROR` times what
   came before, is such a divergence too;
+* a NaN or Inf on **one side only** (in any statistic of a tensor's, target
+  or bench) is always an error of the entry that holds it, whatever the
+  loss says: the earliest such entry is where the values broke;
 * a divergence from outside or of precision is **consequential** when the
   loss (the last forward entry before the first backward) differs by more
   than :data:`CONSEQUENCE` times the previous clean step's, and by more
@@ -75,6 +78,8 @@ ADDS_ERROR = 32.0
 CONSEQUENCE = 8.0
 #: ... and by more than this many roundoffs
 FLOOR = 64.0
+#: the kind of a finding whose tensor holds a NaN or Inf on one side only: always an error
+NONFINITE = "nan/inf"
 FLOAT_DTYPES = frozenset(ROUNDOFF)
 #: with a noise reference: an entry's error must be more than this many times the reference's for that entry,
 REFERENCE_MARGIN = 8.0
@@ -121,6 +126,9 @@ class EntryFacts:
     target_dtype: str = ""         # the coarsest float dtype of the target's outputs
     lowered: str = ""              # "bfloat16 vs float32": the coarsest target leaf dtype coarser than its bench's
     lowered_u: float = 0.0         # ... and its unit roundoff
+    nonfinite: tuple[int, ...] = ()  # row positions whose NaN/Inf is on one side only
+    nonfinite_why: str = ""        # "input.0: Max nan vs 1.0: NaN/Inf in the target only"
+    nonfinite_in: bool = False     # one of them is an input or parameter (the entry did not make it)
 
 
 @dataclass
@@ -131,7 +139,7 @@ class Finding:
     name: str
     reason: str
     kind: str                      # "adds error", "parameters", "only in target", "in-place", "inputs", "precision",
-    #                                "rules"; "update" once moved to the step before
+    #                                "rules", "nan/inf"; "update" once moved to the step before
     rows: tuple[int, ...] = ()     # rows of the entry to mark as errors
     module: str | None = None      # for "parameters": the module whose parameters differ
 
@@ -265,10 +273,36 @@ def _measure(facts: EntryFacts, layout: RowLayout, pairs: Sequence[tuple[TensorM
         facts.worst_input = Reason(facts.name, pairs, at_in, mode, worst_in)
     if at_out >= 0:
         facts.worst_output = Reason(facts.name, pairs, at_out, mode, worst_out)
+    if worst_in == math.inf or worst_out == math.inf:  # only then can a side hold NaN/Inf the other does not
+        _note_nonfinite(facts, layout, pairs, errs, mode)
     facts.stats_out = tuple(outs)
     if len(ins) > 1:
         ins.sort(key=lambda item: -item[0])
     facts.stats_in = tuple(key for _, key in ins)
+
+
+def _note_nonfinite(facts: EntryFacts, layout: RowLayout, pairs: Sequence[tuple[TensorMeta | None, TensorMeta | None]],
+                    errs: Sequence[float | None], mode: DataMode) -> None:
+    """Note the tensor rows whose statistics hold a NaN or Inf on one side only (rows infinitely apart)."""
+    found, why = [], ""
+    for pos, code, _ in layout.tensors:
+        if errs[pos] != math.inf:
+            continue
+        npu, bench = pairs[pos]
+        target_bad, bench_bad = _nonfinite(npu), _nonfinite(bench)
+        if target_bad == bench_bad:
+            continue
+        found.append(pos)
+        facts.nonfinite_in = facts.nonfinite_in or code != OUTPUT
+        if not why:
+            side = "target" if target_bad else "bench"
+            why = f"{Reason(facts.name, pairs, pos, mode, math.inf)}: NaN/Inf in the {side} only"
+    facts.nonfinite, facts.nonfinite_why = tuple(found), why
+
+
+def _nonfinite(leaf: TensorMeta | None) -> bool:
+    """Whether a tensor's statistics hold a NaN or an Inf."""
+    return leaf is not None and any(type(v) is float and not math.isfinite(v) for v in leaf.stats)
 
 
 def _note_dtypes(facts: Any, target: Any, bench: Any, output: bool) -> None:
@@ -418,6 +452,8 @@ def judge_step(facts: Sequence[EntryFacts], step: int, baseline: float | None = 
             accepted.add(f.index)  # the benign pair has it too: a known difference
         elif f.result == ERROR:  # a rule's error (a scalar argument, a shape, ...) stands whatever the values
             ruled[f.index] = Finding(f.index, f.name, f.message or "the rules flag an error", "rules")
+        if f.nonfinite:  # so does a NaN/Inf on one side only; its rows say which
+            ruled[f.index] = Finding(f.index, f.name, f.nonfinite_why, NONFINITE, f.nonfinite)
         if f.kind == "parameters_grad":  # never an origin; but differing while nothing before them did, they
             # show a change in calls that were not dumped (a compiled model at L0: its gradients are all there is)
             if outside is None and not errors and not ruled and f.out_err > _limit(reference, "out", f.name,
@@ -471,7 +507,8 @@ def judge_step(facts: Sequence[EntryFacts], step: int, baseline: float | None = 
         # entries it carries error into are consequences, not causes
         errors = {i: e for i, e in errors.items() if i < outside.index}
     for index, finding in ruled.items():
-        errors.setdefault(index, finding)
+        if finding.kind == NONFINITE or index not in errors:  # a NaN/Inf is named as what it is
+            errors[index] = finding
     first = errors[min(errors)] if errors else None
     return StepJudgement(errors, first, loss_err, loss_u, outside, consequential, frozenset(accepted))
 
@@ -558,5 +595,5 @@ def judge_step_by_rules(facts: Sequence[EntryFacts]) -> StepJudgement:
     return StepJudgement({}, None, None)
 
 
-__all__ = ["ADDS_ERROR", "CONSEQUENCE", "EntryFacts", "FLOOR", "Finding", "ROUNDOFF", "StepJudgement",
+__all__ = ["ADDS_ERROR", "CONSEQUENCE", "EntryFacts", "FLOOR", "Finding", "NONFINITE", "ROUNDOFF", "StepJudgement",
            "entry_facts", "judge_step", "judge_step_by_rules", "roundoff"]

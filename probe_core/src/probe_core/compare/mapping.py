@@ -180,23 +180,11 @@ def builtin_map(target_framework: str, bench_framework: str) -> NameMap:
 
 
 def _read_yaml(path: Path, flag: str, shape: str) -> Any:
-    """A mapping file's YAML; one clear error naming the flag, the file and the expected shape."""
-    import yaml
+    """A mapping file's YAML (bounded: size, alias expansion, depth); one clear error naming the flag, the
+    file and the expected shape."""
+    from probe_core.safeyaml import load_yaml
 
-    if not path.is_file():
-        raise CompareError(f"{flag} {path}: no such file; give a YAML file: {shape}")
-    try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise CompareError(f"{flag} {path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
-    except UnicodeDecodeError as exc:
-        raise CompareError(f"{flag} {path}: invalid UTF-8 byte at byte {exc.start}; save the file as UTF-8") from None
-    except (RecursionError, OSError, ValueError) as exc:
-        why = ("nested too deeply" if isinstance(exc, RecursionError) else
-               f"unreadable ({exc.strerror})" if isinstance(exc, OSError) else f"not a usable value ({exc})"[:160])
-        raise CompareError(f"{flag} {path}: {why}; expected {shape}") from None
+    return load_yaml(path, flag=flag, error=CompareError, hint=f"expected {shape}")
 
 
 def _name_pairs(data: Any, path: Path, flag: str, shape: str) -> dict[str, str]:
@@ -265,26 +253,8 @@ def consistent_check_map(backend: str, base: NameMap) -> NameMap:
 
 def load_mapping(path: str | Path, base: NameMap | None = None) -> NameMap:
     """Read a mapping YAML (``yaml.safe_load``) on top of ``base`` (the built-in table)."""
-    import yaml
-
     path = Path(path)
-    if not path.is_file():
-        raise CompareError(f"--mapping {path}: no such file; give a layer-mapping YAML "
-                           f"({{ClassName: {{target_attr: bench_attr}}}})")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise CompareError(f"--mapping {path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
-    except UnicodeDecodeError as exc:
-        raise CompareError(f"--mapping {path}: invalid UTF-8 byte at byte {exc.start}; save the mapping as UTF-8"
-                           ) from None
-    except (RecursionError, OSError, ValueError) as exc:  # ValueError: an integer of over 4,300 digits
-        why = ("nested too deeply" if isinstance(exc, RecursionError) else
-               f"unreadable ({exc.strerror})" if isinstance(exc, OSError) else f"not a usable value ({exc})"[:160])
-        raise CompareError(f"--mapping {path}: {why}; a mapping is {{ClassName: {{target_attr: bench_attr}}}}"
-                           ) from None
+    data = _read_yaml(path, "--mapping", "a layer-mapping YAML ({ClassName: {target_attr: bench_attr}})") or {}
     if not isinstance(data, dict):
         raise CompareError(f"--mapping {path}: the top level must be a mapping of class names "
                            f"(or 'api'/'module'), got {type(data).__name__}")

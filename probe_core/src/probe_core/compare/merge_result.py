@@ -16,6 +16,7 @@ no metric and are refused.
 from __future__ import annotations
 
 import csv
+import io
 import re
 import time
 import warnings
@@ -25,8 +26,10 @@ from typing import Any
 from probe_core.compare.output import NA
 from probe_core.compare.xlsx import StreamingXlsx, read_first_sheet
 from probe_core.errors import CompareError
+from probe_core.outputs import output_folder, writing
 
-RESULT_NAME = re.compile(r"^compare_result_rank(\d*)(?:-rank\d+)?_(\d{14})\.(xlsx|csv)$")
+#: a result's name; ``_{n}`` after the stamp: a second result written in the same second (never over the first)
+RESULT_NAME = re.compile(r"^compare_result_rank(\d*)(?:-rank\d+)?_(\d{14})(?:_(\d+))?\.(xlsx|csv)$")
 STATISTICS_INDEX = ("Max diff", "Min diff", "Mean diff", "L2norm diff", "MaxRelativeErr", "MinRelativeErr",
                     "MeanRelativeErr", "NormRelativeErr")
 TENSOR_INDEX = ("Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio",
@@ -45,33 +48,65 @@ def result_files(folder: Path) -> dict[int, Path]:
     """``{rank: result file}`` in ``folder``: the newest per rank, XLSX before CSV of the same stamp."""
     if not folder.is_dir():
         raise CompareError(f"-i {folder}: no such folder; give the folder probe compare (or msprobe compare) wrote")
-    found: dict[int, tuple[str, int, Path]] = {}
+    found: dict[int, tuple[str, int, bool, Path]] = {}
     for path in sorted(folder.iterdir()):
         match = RESULT_NAME.match(path.name)
         if match is None:
             continue
-        rank, stamp, suffix = match.groups()
+        rank, stamp, again, suffix = match.groups()
         if rank == "":
             _warn(f"{path}: a single-rank result (no rank number) needs no merge; skipped")
             continue
-        key = (stamp, suffix == "xlsx")
-        if int(rank) not in found or key > found[int(rank)][:2]:
+        key = (stamp, int(again or 0), suffix == "xlsx")
+        if int(rank) not in found or key > found[int(rank)][:3]:
             found[int(rank)] = (*key, path)  # type: ignore[assignment]
     if len(found) < 2:
         raise CompareError(f"-i {folder}: {len(found)} per-rank compare result(s) (compare_result_rank{{R}}_"
                            "{timestamp}.xlsx/.csv); merging needs the results of two ranks or more")
-    return {rank: entry[2] for rank, entry in sorted(found.items())}
+    return {rank: entry[3] for rank, entry in sorted(found.items())}
+
+
+_REWRITE = "run probe compare (or msprobe compare) again to rewrite it"
 
 
 def read_table(path: Path) -> list[dict[str, Any]]:
+    """A result's rows as ``{column: cell}`` (CSV cells that spell numbers as numbers, as the XLSX holds them).
+    A damaged file is one :class:`CompareError` line naming it, the row and what to do."""
     if path.suffix == ".csv":
-        with open(path, newline="", encoding="utf-8") as handle:
-            return [{k: _number(v) for k, v in row.items()} for row in csv.DictReader(handle)]
+        return _read_csv(path)
     rows = read_first_sheet(path)
     if not rows:
         return []
     header = [str(h) for h in rows[0]]
     return [dict(zip(header, row + [None] * (len(header) - len(row)))) for row in rows[1:]]
+
+
+def _read_csv(path: Path) -> list[dict[str, Any]]:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise CompareError(f"{path}: cannot be read ({exc.strerror}); check its permissions") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise CompareError(f"{path}: line {line}: byte 0x{data[exc.start]:02x} is not UTF-8 (compare results are "
+                           f"UTF-8); {_REWRITE}") from None
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(reader, [])
+        table = []
+        for row in reader:
+            if not row:  # a blank line
+                continue
+            if len(row) != len(header):
+                name = row[0] if row else ""
+                raise CompareError(f"{path}: line {reader.line_num} ({name[:60]!r}) has {len(row)} cells where the "
+                                   f"header has {len(header)}; the file is cut short or damaged: {_REWRITE}")
+            table.append(dict(zip(header, map(_number, row))))
+    except csv.Error as exc:
+        raise CompareError(f"{path}: line {reader.line_num}: {exc}; {_REWRITE}") from None
+    return table
 
 
 def _number(text: str) -> Any:
@@ -109,7 +144,13 @@ def _mode_indexes(header: list[str], path: Path) -> tuple[str, ...]:
 
 
 def merge_results(folder: Path, output: Path, config: Path) -> Path:
-    """Merge the per-rank results in ``folder`` as ``config`` asks; return the XLSX written in ``output``."""
+    """Merge the per-rank results in ``folder`` as ``config`` asks; return the XLSX written in ``output`` (a
+    folder checked before any work)."""
+    with output_folder(output, flag="-o") as out:
+        return _merge(folder, out, config)
+
+
+def _merge(folder: Path, output: Path, config: Path) -> Path:
     apis, wanted = read_config(config)
     files = result_files(folder)
     tables = {rank: read_table(path) for rank, path in files.items()}
@@ -135,14 +176,14 @@ def merge_results(folder: Path, output: Path, config: Path) -> Path:
                 merged[index].setdefault(name, {})[rank] = value
     if not any(merged.values()):
         raise CompareError(f"-config {config}: none of the APIs {apis} occurs in the results in {folder}")
-    output.mkdir(parents=True, exist_ok=True)
-    path = output / f"multi_ranks_compare_merge_{time.strftime('%Y%m%d%H%M%S')}.xlsx"
+    name = f"multi_ranks_compare_merge_{time.strftime('%Y%m%d%H%M%S')}.xlsx"
     ranks = sorted(tables)
-    book = StreamingXlsx(path, ["NPU Name"] + [f"rank{r}" for r in ranks], {}, sheet_name=indexes[0])
-    for i, index in enumerate(indexes):
-        if i:
-            book.start_sheet(index)
-        for name, by_rank in merged[index].items():
-            book.write([name] + [by_rank.get(r, NA) for r in ranks])
-    book.close()
-    return path
+    with writing(f"{name} in {output}"):
+        book = StreamingXlsx(output / name, ["NPU Name"] + [f"rank{r}" for r in ranks], {}, sheet_name=indexes[0])
+        for i, index in enumerate(indexes):
+            if i:
+                book.start_sheet(index)
+            for row_name, by_rank in merged[index].items():
+                book.write([row_name] + [by_rank.get(r, NA) for r in ranks])
+        book.close()
+    return book.path

@@ -20,7 +20,7 @@ import pickle
 import re
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from probe_core.compare.rules import ERROR, WARNING
 from probe_core.compare.xlsx import StreamingXlsx
 from probe_core.fastjson import float_texts, numbers_json
 from probe_core.modes import DataMode
+from probe_core.outputs import OutputError, create_exclusive, write_new, writing
 from probe_core.selection import SHOWN_ROWS, abridged, gaps, spans
 
 try:
@@ -97,8 +98,11 @@ class RowSpool:
 
     BATCH = 256  # entries per pickle (at least)
 
-    def __init__(self, stem: Path) -> None:
-        handle, name = tempfile.mkstemp(prefix=f".{stem.name}.", suffix=".rows", dir=stem.parent)
+    def __init__(self, stem: Path, done: Callable[[], list[str]] | None = None) -> None:
+        #: what a failed write says (``done``: the result files written completely so far)
+        self._writing = (f"the rows of {stem.name} (a temporary file in {stem.parent})", done)
+        with writing(*self._writing):
+            handle, name = tempfile.mkstemp(prefix=f".{stem.name}.", suffix=".rows", dir=stem.parent)
         self.path = Path(name)
         self._file = os.fdopen(handle, "wb")
         self._batch: list[tuple[Any, tuple[Any, ...], str | list[Any]]] = []
@@ -108,7 +112,7 @@ class RowSpool:
         self._batch.append((key, results, rows))
         self._entries += len(key) if type(key) is tuple else 1
         if self._entries >= self.BATCH:
-            self._flush()
+            self._write(self._flush)
 
     def _flush(self) -> None:
         if self._batch:
@@ -117,12 +121,24 @@ class RowSpool:
 
     def close(self) -> None:
         if not self._file.closed:
-            self._flush()
-            self._file.close()
+            self._write(self._flush, self._file.close)
+
+    def _write(self, *steps: Callable[[], None]) -> None:
+        """Run ``steps``; a write that fails (a full disk) removes the spool and is one OutputError line."""
+        try:
+            with writing(*self._writing):
+                for step in steps:
+                    step()
+        except OutputError:
+            self.discard()
+            raise
 
     def discard(self) -> None:
         self._batch = []
-        self.close()
+        try:
+            self._file.close()
+        except OSError:  # the write that failed (a full disk) fails again: the spool goes anyway
+            pass
         self.path.unlink(missing_ok=True)
 
     @staticmethod
@@ -203,17 +219,20 @@ def csv_rows(text: str) -> list[list[Any]]:
 
 
 class RowWriter:
-    """Streams result rows to ``{stem}.csv`` and (optionally) ``{stem}.xlsx``."""
+    """Streams result rows to ``{stem}.csv`` and (optionally) ``{stem}.xlsx``, each a new file: where another
+    run holds the name (two compares started in the same second), ``{stem}_1.csv``, ... (:attr:`csv_path` and
+    :attr:`xlsx_path` are the files written)."""
 
     def __init__(self, stem: Path, columns: Sequence[str], xlsx: bool = True) -> None:
         self.columns = list(columns)
         self.result_at = self.columns.index("Result")
-        self.csv_path = stem.with_suffix(".csv")
-        self.xlsx_path = stem.with_suffix(".xlsx") if xlsx else None
-        self._csv_file = open(self.csv_path, "w", newline="", encoding="utf-8")  # noqa: SIM115
+        self.csv_path, self._csv_file = create_exclusive(stem.parent, f"{stem.name}.csv", newline="",
+                                                         encoding="utf-8")
         self._csv = csv.writer(self._csv_file)
         self._csv.writerow(self.columns)
-        self._book = StreamingXlsx(self.xlsx_path, self.columns, FILLS, max_rows=XLSX_MAX_ROWS) if xlsx else None
+        self._book = StreamingXlsx(self.csv_path.with_suffix(".xlsx"), self.columns, FILLS,
+                                   max_rows=XLSX_MAX_ROWS) if xlsx else None
+        self.xlsx_path = self._book.path if self._book is not None else None
 
     def write(self, row: list[Any]) -> None:
         self._csv.writerow(row)
@@ -255,13 +274,12 @@ def write_diff_analyze(out: Path, results: Sequence[Any]) -> Path:
         rank = result.label.split("_")[0].removeprefix("rank")
         if result.first_divergence:
             found.setdefault(f"rank_{rank}", []).append(result.first_divergence)
-    path = out / f"diff_analyze_{time.time_ns()}.json"
-    path.write_text(json.dumps(found, indent=2, default=str), encoding="utf-8")
-    return path
+    return write_new(out, f"diff_analyze_{time.time_ns()}.json", json.dumps(found, indent=2, default=str))
 
 
-def write_summary(path: Path, summary: dict[str, Any]) -> None:
-    path.write_text(json.dumps(summary, indent=1, default=str), encoding="utf-8")
+def write_summary(out: Path, summary: dict[str, Any]) -> Path:
+    """``out/summary.json``, or ``summary_1.json``, ... when another run's summary is there: never over it."""
+    return write_new(out, "summary.json", json.dumps(summary, indent=1, default=str))
 
 
 def print_summary(summary: dict[str, Any], console=None) -> None:
@@ -326,4 +344,23 @@ def print_summary(summary: dict[str, Any], console=None) -> None:
         who = labels[0] if len(labels) == 1 else f"{labels[0]} and {len(labels) - 1} more"
         listed = ", ".join(names[:5]) + (f", ... ({len(names)} in all)" if len(names) > 5 else "")
         console.print(f"[grey50]{escape(who)}: only in {side}: {escape(listed)}[/]", highlight=False)
-    console.print(f"Results in {summary['output']}", highlight=False, markup=False)
+    console.print(f"Results in {summary['output']}: {written_files(summary)}", highlight=False, markup=False,
+                  soft_wrap=True)
+
+
+def written_files(summary: dict[str, Any]) -> str:
+    """The files this run wrote, as the summary names them, relative to its output folder (a long job: the
+    summary file and how many result files it lists)."""
+    out = Path(summary["output"])
+    results = [path for rank in summary["ranks"] for path in (rank.get("csv"), rank.get("xlsx")) if path]
+    shown = [summary.get("summary_file"), summary.get("diff_analyze")]
+    if len(results) > SHOWN_ROWS:
+        return ", ".join(_relative(p, out) for p in shown if p) + f" and the {len(results)} result files it lists"
+    return ", ".join(_relative(p, out) for p in [*shown, *results] if p)
+
+
+def _relative(path: str, out: Path) -> str:
+    try:
+        return str(Path(path).relative_to(out))
+    except ValueError:
+        return path

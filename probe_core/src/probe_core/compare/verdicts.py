@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from probe_core.compare.judge import (FLOOR, EntryFacts, Finding, NoiseReference, StepJudgement, judge_step,
-                                      judge_step_by_rules)
+from probe_core.compare.judge import (FLOOR, NONFINITE, EntryFacts, Finding, NoiseReference, StepJudgement,
+                                      judge_step, judge_step_by_rules)
 from probe_core.dump.order import RankAnomaly, concurrent_with, first_across_ranks, is_communication
 
 
@@ -121,7 +121,8 @@ def first_of_job(steps: Sequence[StepFacts]) -> JobAnswer | None:
     for item in same_step:
         found = item.judgement.first  # type: ignore[union-attr]
         facts = next((f for f in item.facts if f.index == found.index), None)
-        received = facts is not None and is_communication(found.name) and found.kind == "adds error"
+        received = facts is not None and is_communication(found.name) and (
+            found.kind == "adds error" or (found.kind == NONFINITE and not facts.nonfinite_in))  # it came in there
         anomalies.append(RankAnomaly(item.rank, found.index, found.name, received, payload=found))
         communications[item.rank] = [f.index for f in item.facts if f.side != "bench" and is_communication(f.name)]
     first = first_across_ranks(anomalies, communications)

@@ -12,9 +12,12 @@ from __future__ import annotations
 import math
 import re
 import zipfile
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from probe_core.errors import CompareError
 
 MAX_ROWS = 1_048_576
 _ILLEGAL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
@@ -90,15 +93,22 @@ def _text(value: str) -> str:
 
 
 class StreamingXlsx:
-    """Write rows to ``path`` sheet by sheet; ``fills`` maps a row tag to an RGB colour (``"FFC7CE"``)."""
+    """Write rows to ``path`` sheet by sheet; ``fills`` maps a row tag to an RGB colour (``"FFC7CE"``).
+
+    The file is created new (:func:`probe_core.outputs.create_exclusive`): when ``path`` is taken (another
+    run's result), the book goes to ``{stem}_1.xlsx``, ...; :attr:`path` is the file written."""
 
     def __init__(self, path: Path, header: Sequence[str], fills: dict[str, str], sheet_name: str = "compare_result",
                  max_rows: int = MAX_ROWS) -> None:
-        self.path, self.header, self.sheet_name, self.max_rows = Path(path), list(header), sheet_name, max_rows
+        from probe_core.outputs import create_exclusive
+
+        path = Path(path)
+        self.header, self.sheet_name, self.max_rows = list(header), sheet_name, max_rows
         self.styles = {tag: i + 2 for i, tag in enumerate(fills)}  # xf 0 plain, 1 bold header
         self.fills = list(fills.values())
         self.letters = [column_letter(i) for i in range(len(self.header))]
-        self.zip = zipfile.ZipFile(self.path, "w", zipfile.ZIP_DEFLATED, compresslevel=1)
+        self.path, self._file = create_exclusive(path.parent, path.name, "wb")
+        self.zip = zipfile.ZipFile(self._file, "w", zipfile.ZIP_DEFLATED, compresslevel=1)
         self.sheets = 0
         self.names: list[str] = []
         self._stream = None
@@ -163,6 +173,56 @@ class StreamingXlsx:
         self.zip.writestr("xl/styles.xml", _STYLES.format(nfills=2 + len(self.fills), fills=fills,
                                                           nxfs=2 + len(self.fills), xfs=xfs))
         self.zip.close()
+        self._file.close()
+
+
+#: the last column an XLSX sheet may have (XFD): a cell reference beyond it is no spreadsheet's
+MAX_COLUMNS = 16384
+#: what ``read_first_sheet`` refuses instead of reading: a damaged or hostile file
+_UNREADABLE = (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError, OSError)
+
+
+class _RootElement(Exception):
+    """The XML's root element starts: nothing before it declared a DOCTYPE."""
+
+
+def _refuse_doctype(data: bytes, where: str) -> None:
+    """Refuse XML that declares a DOCTYPE (hence entities: a billion-laughs bomb, an external file); a
+    spreadsheet's parts never do. Reads only up to the root element's start tag."""
+    from xml.parsers import expat
+
+    def doctype(*_: Any) -> None:
+        raise CompareError(f"{where}: declares a DOCTYPE/ENTITY, which no spreadsheet holds (an XML entity bomb "
+                           "or an external file); refused: give the file probe compare or msprobe wrote")
+
+    def root(*_: Any) -> None:
+        raise _RootElement
+
+    parser = expat.ParserCreate()
+    parser.StartDoctypeDeclHandler = doctype
+    parser.EntityDeclHandler = doctype
+    parser.StartElementHandler = root
+    try:
+        parser.Parse(data, True)
+    except _RootElement:
+        return
+    except expat.ExpatError as exc:
+        raise CompareError(f"{where}: not well-formed XML ({exc}); the file is damaged: give the file probe "
+                           "compare or msprobe wrote") from None
+
+
+def _xml(book: zipfile.ZipFile, member: str, path: Path) -> Any:
+    """The parsed XML of ``member`` of the XLSX ``path``, refused when it declares a DOCTYPE."""
+    import xml.etree.ElementTree as ET
+
+    where = f"{path}: {member}"
+    data = book.read(member)
+    _refuse_doctype(data, where)
+    try:
+        return ET.fromstring(data)
+    except ET.ParseError as exc:
+        raise CompareError(f"{where}: not well-formed XML ({exc}); the file is damaged: give the file probe "
+                           "compare or msprobe wrote") from None
 
 
 def _cell_value(cell: Any, shared: list[str]) -> Any:
@@ -185,31 +245,61 @@ def _cell_value(cell: Any, shared: list[str]) -> Any:
 def _column_index(ref: str) -> int:
     index = 0
     for char in ref:
-        if not char.isalpha():
+        if not ("A" <= char.upper() <= "Z"):
             break
         index = index * 26 + ord(char.upper()) - 64
+        if index > MAX_COLUMNS:
+            break
     return index - 1
 
 
 def read_first_sheet(path: Path) -> list[list[Any]]:
-    """The rows of an XLSX file's first sheet (ours or one pandas/openpyxl wrote), cells as str/int/float/None."""
-    import xml.etree.ElementTree as ET
+    """The rows of an XLSX file's first sheet (ours or one pandas/openpyxl wrote), cells as str/int/float/None.
 
-    with zipfile.ZipFile(path) as book:
-        names = set(book.namelist())
-        shared = []
-        if "xl/sharedStrings.xml" in names:
-            root = ET.fromstring(book.read("xl/sharedStrings.xml"))
-            shared = ["".join(t.text or "" for t in item.iter(f"{_MAIN}t")) for item in root.iter(f"{_MAIN}si")]
-        sheet = "xl/worksheets/sheet1.xml" if "xl/worksheets/sheet1.xml" in names else \
-            sorted(n for n in names if n.startswith("xl/worksheets/sheet"))[0]
-        root = ET.fromstring(book.read(sheet))
-    rows = []
+    A file that is no XLSX, damaged XML, XML declaring a DOCTYPE (entities) and cells that are not what
+    their type says are one :class:`~probe_core.errors.CompareError` line naming the file and the cell."""
+    try:
+        with zipfile.ZipFile(path) as book:
+            names = set(book.namelist())
+            shared = []
+            if "xl/sharedStrings.xml" in names:
+                root = _xml(book, "xl/sharedStrings.xml", path)
+                shared = ["".join(t.text or "" for t in item.iter(f"{_MAIN}t")) for item in root.iter(f"{_MAIN}si")]
+            sheets = sorted(n for n in names if n.startswith("xl/worksheets/sheet") and n.endswith(".xml"))
+            if not sheets:
+                raise CompareError(f"{path}: holds no worksheet (xl/worksheets/sheet1.xml); give the .xlsx probe "
+                                   "compare or msprobe wrote, or its .csv")
+            sheet = "xl/worksheets/sheet1.xml" if "xl/worksheets/sheet1.xml" in names else sheets[0]
+            root = _xml(book, sheet, path)
+    except _UNREADABLE as exc:
+        raise CompareError(f"{path}: cannot be read as an XLSX (zip) file ({exc}); give the .xlsx probe compare "
+                           "or msprobe wrote, or its .csv") from None
+    rows: list[list[Any]] = []
+    width = MAX_COLUMNS  # the header row's, once read: cells right of it are left out
     for row in root.iter(f"{_MAIN}row"):
         values: list[Any] = []
         for cell in row.iter(f"{_MAIN}c"):
-            at = _column_index(cell.get("r", "")) if cell.get("r") else len(values)
+            ref = cell.get("r")
+            at = _column_index(ref) if ref else len(values)
+            if not 0 <= at < MAX_COLUMNS:
+                raise CompareError(f"{path}: {sheet}: cell {ref!r} is no column A..XFD; the file is damaged: give "
+                                   "the file probe compare or msprobe wrote")
+            if at >= width:
+                continue
             values.extend([None] * (at - len(values)))
-            values.append(_cell_value(cell, shared))
+            try:
+                values.append(_cell_value(cell, shared))
+            except (ValueError, IndexError, OverflowError):
+                raise CompareError(f"{path}: {sheet}: cell {ref or len(values)!r} holds {_raw(cell)!r}, which is "
+                                   f"not a {cell.get('t') or 'number'}; the file is damaged: give the file probe "
+                                   "compare or msprobe wrote") from None
+        if not rows:
+            width = len(values)
         rows.append(values)
     return rows
+
+
+def _raw(cell: Any) -> str:
+    """A cell's stored value as written (cut to 40 characters), for an error message."""
+    value = cell.find(f"{_MAIN}v")
+    return "" if value is None or value.text is None else value.text[:40]

@@ -52,7 +52,7 @@ def _live_writer(root: Path) -> Path | None:
 
 def recover(root: Path, keep_journal: bool = False) -> list[tuple[Path, str]]:
     """Finalise every journal under ``root``; returns (rank folder, what was done)."""
-    from probe_core.collect.journal import recover_step
+    from probe_core.collect.journal import drop_unwritten, recover_step
     from probe_core.dump.journal import read_journal
 
     live = _live_writer(root)
@@ -76,8 +76,12 @@ def recover(root: Path, keep_journal: bool = False) -> list[tuple[Path, str]]:
                 journal.unlink()
             done.append((folder, "no record: journal removed"))
             continue
-        recover_step(folder, remove_journal=not keep_journal)
-        done.append((folder, f"recovered {len(records.entries)} entries (dump.json marked partial)"))
+        recorded = len(records.entries)
+        drop_unwritten(records, folder / "dump_tensor_data")  # what recover_step leaves out too
+        written = {path.name for path in recover_step(folder, remove_journal=not keep_journal)}
+        done.append((folder, f"recovered {len(records.entries)} of {recorded} entries (dump.json marked partial)"
+                     if "dump.json" in written else
+                     "nothing to recover: every entry names a tensor file the run never wrote (no dump.json)"))
     return done
 
 

@@ -109,6 +109,9 @@ class RankDump:
         self._handle = None
         self._has_entries = True
         self._mode: tuple[Any, Any] | None = None
+        #: with ``lenient``: why reading dump.json stopped early ("" when it did not)
+        self.problem = ""
+        self._warned: set[str] = set()  # each warning once per dump, however often it is read
         #: no dump.json, only the record journal of a step whose process died: read from the journal
         self.journal_only = not self.dump_file.is_file() and (self.folder / JOURNAL_NAME).is_file()
 
@@ -168,6 +171,7 @@ class RankDump:
             raise DumpError(f"{self.dump_file}: no such file; point probe at a dump.json or its folder")
         header: dict[str, Any] = {}
         stream = iter_object(self.dump_file, "data", header)
+        first = None
         try:
             first = next(stream, None)
             self._has_entries = first is not None
@@ -179,6 +183,8 @@ class RankDump:
         except JsonStreamError as exc:
             if not self.lenient:
                 raise self._error(exc) from None
+            self.problem = str(exc)
+            self._has_entries = first is not None
         finally:
             stream.close()
         return header
@@ -248,8 +254,15 @@ class RankDump:
         except JsonStreamError as exc:
             if not lenient:
                 raise self._error(exc) from None
-            warnings.warn(f"{self.dump_file}: {exc}; read the {count} entries before it and dropped "
-                          f"the rest (--lenient)", _probe_warning(), stacklevel=3)
+            self.problem = str(exc)
+            self._warn_once(f"{self.dump_file}: {exc}; read the {count} entries before it and dropped the rest "
+                            "(--lenient)")
+
+    def _warn_once(self, message: str) -> None:
+        """Warn of ``message`` the first time this dump meets it (a compare reads a dump several times)."""
+        if message not in self._warned:
+            self._warned.add(message)
+            warnings.warn(message, _probe_warning(), stacklevel=4)
 
     def _error(self, exc: JsonStreamError) -> DumpError:
         if exc.offset == 0 and exc.truncated:
@@ -376,7 +389,11 @@ class RankDump:
         return local
 
     def tensor_file(self, data_name: str) -> Path:
-        """The path of tensor file ``data_name`` (not checked for existence)."""
+        """The path of tensor file ``data_name`` (not checked for existence); a ``data_name`` that is not a
+        plain file name (``../x``, ``/etc/passwd``) is a :class:`DumpError`: no dump reads outside its folder."""
+        if not isinstance(data_name, str) or data_name in ("", ".", "..") or "/" in data_name or "\\" in data_name:
+            raise DumpError(f"{self.dump_file}: data_name {data_name!r} is not a file name inside "
+                            f"{self.tensor_dir.name}/; the dump is damaged or was edited: collect it again")
         return self.tensor_dir / data_name
 
 

@@ -15,6 +15,7 @@ from probe_core.config import DEFAULT_TASK
 from probe_core.graph.flatten import INPUT_KEYS
 from probe_core.graph.model import Graph, Node, NodeKind, TensorTable
 from probe_core.graph.names import is_params_grad
+from probe_core.outputs import writing
 
 
 def _refill(value: Any, key: str, table: TensorTable) -> Any:
@@ -55,7 +56,6 @@ def _real_parent(node: Node, root: Node) -> str | None:
 
 def export_dump(graph: Graph, folder: Path) -> Path:
     """Write ``graph`` as construct.json/dump.json/stack.json into ``folder``; returns the folder."""
-    folder.mkdir(parents=True, exist_ok=True)
     construct: dict[str, str | None] = {}
     data: dict[str, Any] = {}
     stacks: dict[tuple[str, ...], list[str]] = {}
@@ -70,8 +70,11 @@ def export_dump(graph: Graph, folder: Path) -> Path:
             stacks.setdefault(tuple(node.stack), []).append(node.name)
     header = {"task": graph.task or DEFAULT_TASK, "level": "mix", "framework": graph.framework or "pytorch",
               "dump_data_dir": graph.dump_dir, "data": data}
-    (folder / "dump.json").write_text(json.dumps(header, indent=1), encoding="utf-8")
-    (folder / "construct.json").write_text(json.dumps(construct, indent=1), encoding="utf-8")
     stack_json = {str(i): [names, list(lines)] for i, (lines, names) in enumerate(stacks.items())}
-    (folder / "stack.json").write_text(json.dumps(stack_json, indent=1), encoding="utf-8")
+    done: list[str] = []
+    with writing(f"the merged dump in {folder}", lambda: done):
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, value in (("dump.json", header), ("construct.json", construct), ("stack.json", stack_json)):
+            (folder / name).write_text(json.dumps(value, indent=1), encoding="utf-8")
+            done.append(str(folder / name))
     return folder

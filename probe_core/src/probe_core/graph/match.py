@@ -29,16 +29,10 @@ KeyFn = Callable[[Node, bool], Any]
 
 def load_layer_mapping(path: str | Path) -> dict[str, dict[str, str]]:
     """Read a layer-mapping YAML: ``{Class: {target_name: bench_name}}``."""
-    import yaml
+    from probe_core.safeyaml import load_yaml
 
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise GraphError(f"{path}: cannot read the layer mapping ({exc.strerror}); check --layer-mapping") from None
-    except (yaml.YAMLError, ValueError, RecursionError) as exc:  # bad YAML, not UTF-8, a 5,000-digit int, too deep
-        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:160]
-        raise GraphError(f"{path}: not valid YAML ({reason}); fix the layer mapping file") from None
+    data = load_yaml(path, flag="--layer-mapping", error=GraphError,
+                     hint="a layer mapping is 'Class: {target_name: bench_name}'")
     if data is None:
         return {}
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):

@@ -31,6 +31,7 @@ from probe_core.graph.overflow import mark_overflow
 from probe_core.graph.precision import ERROR_AT, ERROR_INDEX, node_colors, score_graphs, tool_tips
 from probe_core.graph.source import RankFolder, discover, load_graph
 from probe_core.modes import DataMode, common_mode, load_mode
+from probe_core.outputs import output_folder
 from probe_core.graph.summary import GraphSummary, summarize
 from probe_core.graph.vis_db import GraphRows, VisConfig, graph_rows, write_vis_db
 
@@ -181,7 +182,7 @@ def run_graph(target_path: str | Path, bench_path: str | Path | None, output_dir
         from probe_core.plugins import current_registry
 
         registry = current_registry()
-    with collector_paused():  # see run_job
+    with collector_paused(), output_folder(output_dir, flag="-o"):  # see run_job; the folder checked first
         return _run_graph(target_path, bench_path, output_dir, options, executor, registry, progress)
 
 
@@ -213,14 +214,9 @@ def _run_graph(target_path: str | Path, bench_path: str | Path | None, output_di
     )
     if options.json_dir is not None:
         return Path(options.json_dir), [r.summary for r in results if r.summary is not None]
-    stamp = time.strftime("%Y%m%d%H%M%S")
-    kind = "compare" if compare else "build"
-    name, n = f"{kind}_{stamp}.vis.db", 0
-    while (Path(output_dir) / name).exists():
-        n += 1
-        name = f"{kind}_{stamp}_{n}.vis.db"
+    name = f"{'compare' if compare else 'build'}_{time.strftime('%Y%m%d%H%M%S')}.vis.db"
     parts = [rows for r in results for rows in r.rows]
-    path = write_vis_db(Path(output_dir) / name, parts, config)
+    path = write_vis_db(Path(output_dir) / name, parts, config)  # {name}_1.vis.db, ... when another run holds it
     for part in parts:
         part.release()
     return path, [r.summary for r in results if r.summary is not None]

@@ -78,7 +78,18 @@ def load_graph(where: RankFolder, source: str = "NPU", registry: Any = None) -> 
         mode = dump.mode(registry).name if registry is not None and data else ""
         framework = dump.framework or ""
         graph = build_graph(construct, data, dump.stacks, rank=where.rank, step=where.step, source=source,
-                            task=dump.task, dump_dir=dump.header.get("dump_data_dir"),
-                            where=str(folder / "construct.json"))
+                            task=dump.task, dump_dir=_dump_dir(dump), where=str(folder / "construct.json"))
     graph.mode, graph.dump_file, graph.framework = mode, str(where.dump_file), framework
     return graph
+
+
+def _dump_dir(dump: Any) -> str | None:
+    """The header's ``dump_data_dir``: the tensor folder's path, or null."""
+    from probe_core.dump.leaves import _short
+
+    value = dump.header.get("dump_data_dir")
+    if value is not None and not isinstance(value, str):
+        raise GraphError(f'{dump.dump_file}: header key "dump_data_dir" is {type(value).__name__} {_short(value)}, '
+                         "not the tensor folder's path or null; set it to the path of dump_tensor_data (or null), "
+                         "or dump again")
+    return value

@@ -11,6 +11,7 @@ temporary name and renamed into place when complete.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sqlite3
@@ -270,15 +271,37 @@ def _safe_output_dir(folder: Path) -> Path:
 
 
 def write_vis_db(path: str | os.PathLike, parts: Iterable[GraphRows], config: VisConfig) -> Path:
-    """Write ``path`` (a ``*.vis.db``) from graph rows and the config; return the path."""
-    final = Path(path)
-    _safe_output_dir(final.parent)
-    if final.is_symlink():
-        raise GraphError(f"{final}: is a symlink; probe does not write through symlinks")
+    """Write ``path`` (a ``*.vis.db``; ``{stem}_1.vis.db``, ... when another run holds the name) from graph rows
+    and the config; return the path written. A write that fails (a full disk) is one
+    :class:`~probe_core.outputs.OutputError` line, and leaves no file behind."""
+    from probe_core.outputs import create_exclusive, writing
+
+    wanted = Path(path)
+    _safe_output_dir(wanted.parent)
+    final, placeholder = create_exclusive(wanted.parent, wanted.name, "wb")  # the name is this run's from now on
+    placeholder.close()
     temp = final.with_name(f".{final.name}.{os.getpid()}.tmp")
-    for leftover in (temp, Path(f"{temp}-wal"), Path(f"{temp}-shm")):
-        if leftover.exists() or leftover.is_symlink():
-            leftover.unlink()
+    sidecars = (Path(f"{temp}-wal"), Path(f"{temp}-shm"))
+    try:
+        for leftover in (temp, *sidecars):
+            if leftover.exists() or leftover.is_symlink():
+                leftover.unlink()
+        with writing(str(final)):
+            _fill(temp, parts, config)
+            for sidecar in sidecars:  # empty after the checkpoint
+                if sidecar.exists():
+                    sidecar.unlink()
+            os.chmod(temp, FILE_MODE)
+            os.replace(temp, final)
+    except BaseException:
+        for leftover in (temp, *sidecars, final):
+            leftover.unlink(missing_ok=True)
+        raise
+    return final
+
+
+def _fill(temp: Path, parts: Iterable[GraphRows], config: VisConfig) -> None:
+    """Create the database ``temp`` and fill it; SQLite's "disk full" is the ``OSError`` it stands for."""
     conn = sqlite3.connect(temp)
     try:
         cursor = conn.cursor()
@@ -303,11 +326,12 @@ def write_vis_db(path: str | os.PathLike, parts: Iterable[GraphRows], config: Vi
         conn.commit()
         cursor.execute("PRAGMA journal_mode=WAL")  # what the viewer switches to anyway; stored in the file
         cursor.close()
+    except sqlite3.OperationalError as exc:  # SQLite names no errno: "database or disk is full" (ENOSPC),
+        # "disk I/O error" (any other failed write: EFBIG past a file size limit, EIO)
+        if "full" in str(exc):
+            raise OSError(errno.ENOSPC, str(exc), str(temp)) from None
+        if "I/O error" in str(exc):
+            raise OSError(errno.EIO, f"{exc} (is the disk full?)", str(temp)) from None
+        raise
     finally:
         conn.close()
-    for sidecar in (Path(f"{temp}-wal"), Path(f"{temp}-shm")):  # empty after the checkpoint
-        if sidecar.exists():
-            sidecar.unlink()
-    os.chmod(temp, FILE_MODE)
-    os.replace(temp, final)
-    return final

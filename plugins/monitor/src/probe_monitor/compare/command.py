@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 from probe_core.errors import CompareError
+from probe_core.outputs import prepare_output_dir
 from probe_core.selection import spans
-from probe_monitor.compare.diff import NOISE_FACTOR, RTOL, compare_runs
+from probe_monitor.compare.diff import NOISE_FACTOR, RTOL, Comparison, compare_runs
 from probe_monitor.compare.reader import rank_folders, read_rank
 from probe_monitor.compare.report import print_table, write_report
 
@@ -31,10 +33,34 @@ def configure(parser: argparse.ArgumentParser) -> None:
     compare.add_argument("--no-xlsx", action="store_true", help="write the CSV only")
 
 
+def check_tolerance(flag: str, value: float) -> None:
+    """``--rtol`` and ``--noise-factor`` are finite numbers >= 0 (NaN would part nothing, silently)."""
+    if not (math.isfinite(value) and value >= 0):
+        raise CompareError(f"probe monitor compare: {flag} {value}: must be a finite number >= 0; e.g. {flag} "
+                           f"{RTOL if flag == '--rtol' else NOISE_FACTOR:g}")
+
+
+def nothing_in_common(comparison: Comparison, labels: tuple[str, str]) -> str:
+    a, b = comparison.only_a.as_json(), comparison.only_b.as_json()
+    if comparison.no_common_statistic:
+        why = (f"their rows record no statistic in common ({labels[0]}: {', '.join(a['statistics'])}; "
+               f"{labels[1]}: {', '.join(b['statistics'])})")
+    else:
+        why = f"they have no row in common ({labels[0]}: {_rows(a)}; {labels[1]}: {_rows(b)})"
+    return (f"probe monitor compare: nothing to compare between {labels[0]} and {labels[1]}: {why}; compare two runs "
+            "of the same model monitored with the same config")
+
+
+def _rows(unmatched: dict) -> str:
+    return f"{', '.join(unmatched['quantities'])} at steps {unmatched['steps']}" if unmatched["rows"] else "no rows"
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.rtol <= 0 or args.noise_factor < 1:
-        raise CompareError("probe monitor compare: --rtol must be > 0 and --noise-factor >= 1")
-    found = [rank_folders(Path(path)) for path in (args.a, args.b)]
+    check_tolerance("--rtol", args.rtol)
+    check_tolerance("--noise-factor", args.noise_factor)
+    out = prepare_output_dir(args.output, flag="-o")
+    labels = (args.a, args.b)
+    found = [rank_folders(Path(path)) for path in labels]
     chosen = [{r: f for r, f in folders.items() if not args.rank or r in args.rank} for folders in found]
     if not set(chosen[0]) & set(chosen[1]):
         why = f"--rank {spans(args.rank)} leaves no rank in common" if args.rank else "no rank in common to compare"
@@ -42,7 +68,9 @@ def run(args: argparse.Namespace) -> int:
                            f"{spans(found[1]) or 'none'}; {why}")
     sides = [{rank: list(read_rank(folder)) for rank, folder in folders.items()} for folders in chosen]
     comparison = compare_runs(*sides, rtol=args.rtol, noise_factor=args.noise_factor)
-    summary = write_report(comparison, Path(args.output), (args.a, args.b), xlsx=not args.no_xlsx, rtol=args.rtol,
+    if not comparison.pairs:
+        raise CompareError(nothing_in_common(comparison, labels))
+    summary = write_report(comparison, out, labels, xlsx=not args.no_xlsx, rtol=args.rtol,
                            noise_factor=args.noise_factor)
     print_table(comparison, summary)
     return 0

@@ -1,12 +1,23 @@
-"""Reading monitor outputs back: probe's and msprobe's CSV layout (``{tag}_{first}-{last}.csv`` per rank folder)."""
+"""Reading monitor outputs back: probe's and msprobe's CSV layout (``{tag}_{first}-{last}.csv`` per rank folder).
+
+Whatever a folder holds, reading it returns rows or raises one :class:`~probe_core.errors.CompareError`
+line naming the file, the line, the column and the fix: only regular files are opened (a FIFO named
+like a CSV is refused, not waited on), the text must be UTF-8, every row has the header's fields and
+every value its column's type.
+"""
 
 from __future__ import annotations
 
 import csv
+import io
 import math
+import os
 import re
-from collections.abc import Iterator
+import stat
+from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from probe_core.errors import CompareError
 from probe_monitor.records import Row
@@ -14,20 +25,34 @@ from probe_monitor.records import Row
 FILE = re.compile(r"^(?P<tag>.+)_(?P<first>\d+)-(?P<last>\d+)\.csv$")
 RANK = re.compile(r"rank_?(\d+)")
 FIXED = ("vpp_stage", "name", "step", "micro_step", "shape", "dtype")
+REQUIRED = ("vpp_stage", "name", "step", "shape", "dtype")
+UNMODIFIED = "pass an unmodified monitor output (TrainerMon or probe run --task monitor writes it)"
+
+
+def _entries(folder: Path) -> list[Path]:
+    try:
+        return sorted(folder.iterdir())
+    except OSError as exc:
+        raise CompareError(f"{folder}: cannot be listed ({exc.strerror or exc}); pass a folder you can read") from None
+
+
+def _holds_csv(folder: Path) -> bool:
+    return any(FILE.match(p.name) for p in _entries(folder))
 
 
 def rank_folders(path: Path) -> dict[int, Path]:
     """``{rank: folder}`` of a monitor output: the folder itself when it holds CSVs (rank from its name, else 0),
     else its sub-folders named ``rank{R}`` (``rank0``, ``rank0_out``, msprobe's ``...-rank0-...``)."""
     if not path.is_dir():
-        raise CompareError(f"{path}: no such folder; pass a monitor output folder (the one holding rank folders)")
-    if any(FILE.match(p.name) for p in path.iterdir()):
+        what = "is not a folder" if path.exists() else "no such folder"
+        raise CompareError(f"{path}: {what}; pass a monitor output folder (the one holding rank folders)")
+    if _holds_csv(path):
         match = RANK.search(path.name)
         return {int(match.group(1)) if match else 0: path}
     found: dict[int, Path] = {}
-    for child in sorted(path.iterdir()):
+    for child in _entries(path):
         match = RANK.search(child.name)
-        if child.is_dir() and match and any(FILE.match(p.name) for p in child.iterdir()):
+        if child.is_dir() and match and _holds_csv(child):
             found.setdefault(int(match.group(1)), child)
     if not found:
         raise CompareError(f"{path}: no monitor CSV files ({{tag}}_{{first}}-{{last}}.csv) here or in rank folders; "
@@ -37,29 +62,116 @@ def rank_folders(path: Path) -> dict[int, Path]:
 
 def read_rank(folder: Path) -> Iterator[tuple[int, Row]]:
     """``(record order, Row)`` for every row of every CSV in ``folder``; order counts within one file."""
-    for path in sorted(folder.iterdir()):
+    for path in _entries(folder):
         match = FILE.match(path.name)
-        if not match:
-            continue
-        with open(path, newline="") as handle:
-            reader = csv.DictReader(handle)
-            ops = [c for c in reader.fieldnames or () if c not in FIXED]
-            for order, line in enumerate(reader):
-                try:
-                    yield order, _row(match.group("tag"), line, ops)
-                except (KeyError, ValueError) as exc:
-                    raise CompareError(f"{path}: line {order + 2} is not a monitor row ({exc}); pass an unmodified "
-                                       "monitor output") from None
+        if match:
+            yield from read_csv(path, match.group("tag"))
 
 
-def _row(tag: str, line: dict[str, str], ops: list[str]) -> Row:
-    shape = line["shape"]
-    micro = line.get("micro_step")
-    return Row(tag, line["name"], int(line["step"]), {op: _float(line[op]) for op in ops},
-               None if shape == "nan" else tuple(int(d) for d in re.findall(r"\d+", shape)),
-               None if line["dtype"] == "nan" else line["dtype"], int(micro) if micro not in (None, "") else None,
-               int(line["vpp_stage"] or 0))
+def read_text(path: Path) -> str:
+    """The UTF-8 text of a regular file (a FIFO, device or socket is refused without waiting on it)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise CompareError(f"{path}: cannot be read ({exc.strerror or exc}); pass a folder you can read") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise CompareError(f"{path}: is not a regular file (a FIFO, device or socket named like a monitor CSV); "
+                               "remove it from the folder, or pass another folder")
+        with open(fd, "rb", closefd=False) as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise CompareError(f"{path}: cannot be read ({exc.strerror or exc}); pass a folder you can read") from None
+    finally:
+        os.close(fd)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - data.rfind(b"\n", 0, exc.start)
+        raise CompareError(f"{path}: line {line}, column {column}: byte 0x{data[exc.start]:02x} is not UTF-8 text; "
+                           f"{UNMODIFIED}") from None
+
+
+def read_csv(path: Path, tag: str) -> Iterator[tuple[int, Row]]:
+    """The rows of one monitor CSV of quantity ``tag``; any damage is one :class:`CompareError` line."""
+    reader = csv.reader(io.StringIO(read_text(path), newline=""))
+    try:
+        header = next(reader, None)
+        ops = _check_header(path, header)
+        order = 0
+        for fields in reader:
+            if not fields:
+                continue  # a blank line
+            if len(fields) != len(header):
+                raise CompareError(f"{path}: line {reader.line_num} has {len(fields)} fields, the header "
+                                   f"{len(header)} (a truncated or edited file); {UNMODIFIED}")
+            yield order, _row(path, reader.line_num, tag, dict(zip(header, fields)), ops)
+            order += 1
+    except csv.Error as exc:
+        raise CompareError(f"{path}: line {reader.line_num}: {exc} (not a monitor CSV); {UNMODIFIED}") from None
+
+
+def _check_header(path: Path, header: list[str] | None) -> list[str]:
+    """The statistic columns of a header; a missing, incomplete or repeated header is an error."""
+    if not header:
+        raise CompareError(f"{path}: line 1: no header (an empty or truncated file); remove the file or {UNMODIFIED}")
+    missing = [column for column in REQUIRED if column not in header]
+    if missing:
+        raise CompareError(f'{path}: line 1: no column "{missing[0]}" (the header must hold {", ".join(REQUIRED)} '
+                           f"and the statistics); {UNMODIFIED}")
+    repeated = next((column for column, count in Counter(header).items() if count > 1), None)
+    if repeated is not None:
+        raise CompareError(f'{path}: line 1: column "{repeated}" appears twice; {UNMODIFIED}')
+    ops = [column for column in header if column not in FIXED]
+    if not ops:
+        raise CompareError(f"{path}: line 1: no statistic column (min, max, mean, norm, ...), so nothing to compare; "
+                           f"{UNMODIFIED}")
+    return ops
+
+
+def _row(path: Path, line: int, tag: str, values: dict[str, str], ops: list[str]) -> Row:
+    def get(column: str, convert: Callable[[str], Any], default: Any = None) -> Any:
+        text = values.get(column)
+        if text is None:
+            return default
+        try:
+            return convert(text)
+        except ValueError as exc:
+            shown = text if len(text) <= 40 else text[:40] + "..."
+            raise CompareError(f'{path}: line {line}, column "{column}": {shown!r} {exc}; {UNMODIFIED}') from None
+
+    return Row(tag, values["name"], get("step", _int), {op: get(op, _float) for op in ops}, get("shape", _shape),
+               get("dtype", _dtype), get("micro_step", _optional_int), get("vpp_stage", _optional_int) or 0)
+
+
+def _int(text: str) -> int:
+    if not re.fullmatch(r"\s*-?\d{1,18}\s*", text):
+        raise ValueError("is not an integer")
+    return int(text)
+
+
+def _optional_int(text: str) -> int | None:
+    return _int(text) if text.strip() else None
 
 
 def _float(text: str) -> float:
-    return float(text) if text not in ("", "None") else math.nan
+    if text.strip() in ("", "None"):
+        return math.nan
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError("is not a number") from None
+
+
+def _shape(text: str) -> tuple[int, ...] | None:
+    if text.strip() == "nan":
+        return None
+    dims = re.findall(r"\d+", text)
+    if any(len(d) > 18 for d in dims):
+        raise ValueError("is not a shape (like [4, 8], or nan)")
+    return tuple(int(d) for d in dims)
+
+
+def _dtype(text: str) -> str | None:
+    return None if text == "nan" else text

@@ -1,0 +1,1 @@
+"""Sets that plugins extend, extended from outside: a task, a framework, an acc-check backend."""
