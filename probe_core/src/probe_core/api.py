@@ -33,7 +33,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "probe_core.errors": ("CheckError", "CollectionError", "CompareError", "ConfigError", "DumpError", "GraphError",
                           "PluginError", "ProbeError"),
     "probe_core.plugins": ("ProbeWarning", "Registry", "current_registry"),
-    "probe_core.config": ("plugin_selection", "read_config", "validate_config"),
+    "probe_core.config": ("load_config", "plugin_selection", "read_config", "validate_config"),
     "probe_core.modes": ("DataMode",),
     "probe_core.collect.tensors": ("TensorOps",),
     "probe_core.collect.driver": ("CollectorBase",),

@@ -18,7 +18,10 @@ Everything here takes an explicit registry, so a test sees exactly the plugins i
 * :func:`compare` — ``probe compare`` in-process; returns the ``summary.json`` data;
 * :func:`graph` — ``probe graph`` in-process; returns the ``.vis.db`` path;
 * :func:`check` and :func:`check_rows` — a checker's ``collect`` and ``compare`` as
-  ``probe check`` calls them, with the collected data round-tripped through JSON.
+  ``probe check`` calls them, with the collected data round-tripped through JSON;
+* :func:`build_graph`, :class:`Layout` and :func:`merge_side` — a graph from a construct/dump pair and
+  the merge of per-rank graphs as ``probe graph --rank-size/--tp/--pp`` does it (graph mergers' tests);
+* :func:`run_script` — a script run as ``probe run`` runs it (run tasks' tests).
 
 With pytest, ``pytest_plugins = ["probe_core.testing"]`` (in your top-level conftest.py) gives the
 ``probe_kit`` fixture: the same functions, with relative dump and output paths placed under the
@@ -39,7 +42,20 @@ from typing import Any
 from probe_core.plugins import PluginSelection, Registry, load_registry
 from probe_core.specs import CheckContext, CheckerSpec, CheckRow
 
-__all__ = ["ProbeKit", "check", "check_rows", "collect", "compare", "graph", "registry_with"]
+__all__ = ["Layout", "ProbeKit", "build_graph", "check", "check_rows", "collect", "compare", "graph", "merge_side",
+           "registry_with", "run_script"]
+
+#: harness functions of the engine, imported on first use
+_HARNESS = {"build_graph": "probe_core.graph.build", "Layout": "probe_core.graph.merge",
+            "merge_side": "probe_core.graph.merge", "run_script": "probe_core.collect.command"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HARNESS:
+        raise AttributeError(f"module 'probe_core.testing' has no attribute {name!r}")
+    from importlib import import_module
+
+    return getattr(import_module(_HARNESS[name]), name)
 
 PathLike = str | os.PathLike
 

@@ -18,7 +18,7 @@ import types
 from collections.abc import Iterator
 from typing import Any
 
-from probe_core.collect.calls import OPERATOR_DUNDERS
+from probe_core.api import OPERATOR_DUNDERS
 
 #: (entry prefix, module) pairs whose public functions are wrapped.
 NAMESPACES = (

@@ -35,9 +35,7 @@ from mindspore import nn, ops
 from mindspore.common import api as ms_api
 from mindspore.common import dtype as mstype
 from mindspore.ops.composite.base import _pynative_executor
-from probe_core.collect.calls import GradSlots
-from probe_core.collect.driver import CollectorBase
-from probe_core.errors import CollectionError
+from probe_core.api import CollectionError, CollectorBase, GradSlots
 
 from probe_mindspore.apis import namespace_functions, tensor_methods
 from probe_mindspore.ops import MindSporeTensorOps

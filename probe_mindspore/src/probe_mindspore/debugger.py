@@ -6,8 +6,7 @@ import atexit
 import weakref
 from typing import Any
 
-from probe_core.collect.debugger import PrecisionDebuggerBase
-from probe_core.collect.seeding import seed_python
+from probe_core.api import PrecisionDebuggerBase, seed_python
 
 
 class PrecisionDebugger(PrecisionDebuggerBase):

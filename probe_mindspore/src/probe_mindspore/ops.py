@@ -17,8 +17,7 @@ from typing import Any
 import mindspore as ms
 import numpy as np
 from mindspore.common import dtype as mstype
-from probe_core.collect import fused
-from probe_core.collect.tensors import TensorOps
+from probe_core.api import host_stats, KINDS, TensorOps
 
 _WIDEN = (mstype.bfloat16,)
 
@@ -33,7 +32,7 @@ def to_numpy(tensor: ms.Tensor) -> np.ndarray:
 def host_stats(array: np.ndarray) -> tuple[Any, Any, Any, Any] | None:
     """(Max, Min, Mean, Norm) of an array, accumulated in float64; booleans give Max/Min only.
 
-    A dense float array takes one pass (:func:`probe_core.collect.fused.host_stats`); the rest, and data
+    A dense float array takes one pass (:func:`probe_core.api.host_stats`); the rest, and data
     with NaN or infinity, numpy's reductions.
 
     Integer tensors get all four, as floats — msprobe's MindSpore records (its PyTorch ones differ).
@@ -42,9 +41,9 @@ def host_stats(array: np.ndarray) -> tuple[Any, Any, Any, Any] | None:
         return None
     if array.dtype == np.bool_:
         return bool(array.any()), bool(array.all()), None, None
-    kind = fused.KINDS.get(array.dtype.name)
+    kind = KINDS.get(array.dtype.name)
     if kind is not None and (array.flags.c_contiguous or array.flags.f_contiguous):
-        values = fused.host_stats(array.ctypes.data, array.size, kind)  # one pass, no float64 copy
+        values = host_stats(array.ctypes.data, array.size, kind)  # one pass, no float64 copy
         if values is not None:
             return values
     wide = array.astype(np.float64, copy=False)

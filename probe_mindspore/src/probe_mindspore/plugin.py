@@ -5,9 +5,8 @@ from __future__ import annotations
 import importlib
 import importlib.util
 
-from probe_core.specs import CollectorSpec
+from probe_core.api import CollectorSpec, hookimpl
 
-from probe_core import hookimpl
 
 
 def _load() -> type:

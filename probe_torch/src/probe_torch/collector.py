@@ -53,8 +53,7 @@ import torch.distributed as dist
 from torch.nn.modules import module as nn_module
 from torch.overrides import TorchFunctionMode
 
-from probe_core.collect.calls import is_inplace
-from probe_core.collect.driver import CollectorBase
+from probe_core.api import CollectorBase, is_inplace
 from probe_torch.apis import (DISTRIBUTED, DUNDERS, SAME_VALUES, ApiNames, custom_ops, keep_overloads,
                              python_level_apis)
 from probe_torch.ops import TorchTensorOps

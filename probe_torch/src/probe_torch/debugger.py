@@ -7,7 +7,7 @@ import os
 import random
 from typing import Any
 
-from probe_core.collect.debugger import PrecisionDebuggerBase
+from probe_core.api import PrecisionDebuggerBase
 
 
 class PrecisionDebugger(PrecisionDebuggerBase):

@@ -7,8 +7,7 @@ from typing import Any
 
 import torch
 
-from probe_core.collect.fused import KINDS, host_stats
-from probe_core.collect.tensors import TensorOps
+from probe_core.api import host_stats, KINDS, TensorOps
 from probe_torch import ptfile
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)

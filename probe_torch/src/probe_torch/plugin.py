@@ -5,8 +5,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 
-from probe_core import hookimpl
-from probe_core.specs import CollectorSpec
+from probe_core.api import CollectorSpec, hookimpl
 
 
 def _load():

@@ -83,8 +83,8 @@ class Backend(Protocol):
 def operator_table(framework: str, registry: Any = None) -> Callable[[str], Any]:
     """The operator table of ``framework``'s collector (:attr:`probe_core.specs.CollectorSpec.operators`):
     recorded API names to the callables the collector records. The pre-check calls nothing else."""
-    from probe_core.errors import PluginError
-    from probe_core.plugins import current_registry
+    from probe_core.api import PluginError
+    from probe_core.api import current_registry
 
     try:
         spec = (registry or current_registry()).collector_for(framework)
@@ -117,7 +117,7 @@ def returned(result: Any) -> Any:
 def load_backend(framework: str, options: Options, registry: Any = None) -> Backend:
     """The backend registered for dumps of ``framework`` (``probe_acc_backends``), built on ``options``
     with the collectors' operator tables."""
-    from probe_core.plugins import current_registry
+    from probe_core.api import current_registry
 
     registry = registry or current_registry()
     specs = [spec for spec in registry.family("acc_backends").values() if spec.framework == framework]

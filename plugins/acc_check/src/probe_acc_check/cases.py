@@ -19,8 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from probe_core.dump import DumpEntry, RankDump, TensorMeta, discover
-from probe_core.errors import DumpError
+from probe_core.api import discover, DumpEntry, DumpError, RankDump, TensorMeta
 
 from probe_acc_check.errors import AccCheckError, SkipApi
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 import argparse
 import warnings
 
-from probe_core.executor import add_executor_arguments
-from probe_core.specs import CommandSpec
+from probe_core.api import add_executor_arguments, CommandSpec
 
 DTYPES = ("float16", "bfloat16", "float32", "float64")
 
@@ -69,8 +68,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from probe_core.executor import executor_choice
-    from probe_core.plugins import ProbeWarning
+    from probe_core.api import executor_choice
+    from probe_core.api import ProbeWarning
 
     from probe_acc_check.errors import AccCheckError
     from probe_acc_check.report import print_report

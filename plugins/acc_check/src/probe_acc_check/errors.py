@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from probe_core.errors import ProbeError
+from probe_core.api import ProbeError
 
 
 class AccCheckError(ProbeError):

@@ -69,7 +69,7 @@ class MindSporeBackend:
             import mindspore
         except ImportError:
             raise AccCheckError("this dump is a MindSpore dump: install mindspore to pre-check it") from None
-        from probe_core.compare.mapping import builtin_map
+        from probe_core.api import builtin_map
 
         from probe_acc_check import torch_backend
 

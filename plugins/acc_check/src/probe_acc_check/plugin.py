@@ -6,8 +6,7 @@ when a pre-check runs).
 
 from __future__ import annotations
 
-from probe_core import hookimpl
-from probe_core.specs import AccBackendSpec, AccStandardSpec, CommandSpec
+from probe_core.api import AccBackendSpec, AccStandardSpec, CommandSpec, hookimpl
 
 from probe_acc_check import command, standards
 

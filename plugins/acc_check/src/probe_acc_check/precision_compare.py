@@ -19,7 +19,7 @@ from typing import Any
 
 from probe_acc_check.errors import AccCheckError
 from probe_acc_check.judge import SEVERITY, worst
-from probe_core.outputs import writing
+from probe_core.api import writing
 
 from probe_acc_check.results import NA, RESULT_COLUMNS, RESULT_NAME, ResultFiles, api_of, claim_files, csv_text, fmt
 from probe_acc_check.standards import ERROR, PASS, SKIP, WARNING

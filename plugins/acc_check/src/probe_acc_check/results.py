@@ -16,7 +16,7 @@ import re
 import time
 from pathlib import Path
 
-from probe_core.outputs import create_exclusive, prepare_output_dir, writing
+from probe_core.api import create_exclusive, prepare_output_dir, writing
 
 from probe_acc_check.errors import AccCheckError
 from probe_acc_check.judge import ApiResult, DetailRow

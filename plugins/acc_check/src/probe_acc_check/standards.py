@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from probe_core.specs import AccStandardSpec
+from probe_core.api import AccStandardSpec
 
 from probe_acc_check.cases import op_of
 from probe_acc_check.dtypes import canonical, float_info

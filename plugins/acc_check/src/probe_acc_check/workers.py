@@ -88,7 +88,7 @@ def on_cluster(cases: list[ApiCase], framework: str, options: Any) -> Iterator[R
     cluster of ``options.workers`` processes), :data:`CLUSTER_BATCH` cases a job. The cluster is reached and
     the jobs sent now, so that a missing Dask or an unreachable scheduler is reported before any file is
     written; the outcomes come as the jobs finish."""
-    from probe_core.executor import ExecutorChoice, job_executor
+    from probe_core.api import ExecutorChoice, job_executor
 
     batches = [cases[at:at + CLUSTER_BATCH] for at in range(0, len(cases), CLUSTER_BATCH)]
     stack = ExitStack()

@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from probe_core.compare.metrics import cosine
-from probe_core.errors import CheckError
+from probe_core.api import CheckError, cosine
 
 from probe_config_check.ckpt_loaders import load_checkpoint
 

@@ -25,8 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from probe_core.dump.jsonstream import loads
-from probe_core.errors import CheckError
+from probe_core.api import CheckError, loads
 
 Params = dict[str, Any]  # name -> numpy array or torch tensor
 

@@ -14,9 +14,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from probe_core.errors import ProbeError
-from probe_core.plugins import ProbeWarning, Registry
-from probe_core.specs import CheckContext, CheckerSpec
+from probe_core.api import CheckContext, CheckerSpec, ProbeError, ProbeWarning, Registry
 
 
 def is_live(value: Any) -> bool:

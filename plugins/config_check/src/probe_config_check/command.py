@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from probe_core.specs import CommandSpec
+from probe_core.api import CommandSpec
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:
@@ -44,8 +44,8 @@ def _options(args: argparse.Namespace) -> dict:
 
 
 def _collect(args: argparse.Namespace) -> int:
-    from probe_core.errors import CheckError
-    from probe_core.specs import CheckContext
+    from probe_core.api import CheckError
+    from probe_core.api import CheckContext
     from rich.console import Console
     from rich.markup import escape
 

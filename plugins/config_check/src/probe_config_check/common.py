@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from probe_core.specs import CheckRow
+from probe_core.api import CheckRow
 
 STAT_KEYS = ("max", "min", "mean", "norm")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from probe_core.specs import CheckContext, CheckRow
+from probe_core.api import CheckContext, CheckRow
 
 from probe_config_check.steps import ForwardSteps, compare_steps, max_steps
 from probe_config_check.tensor_stats import is_tensor, tensor_stats

@@ -20,8 +20,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from probe_core.errors import CheckError
-from probe_core.specs import CheckContext
+from probe_core.api import CheckContext, CheckError
 
 from probe_config_check.collect import describe, is_live, run_collect, snapshot
 from probe_config_check.pack import write_pack, write_rank
@@ -34,8 +33,8 @@ OPTIONS_SECTION = "config_check"
 
 def load_checker_registry(config_path: str | os.PathLike[str] | None = None):
     """(registry, checker options) with config.json's ``"plugins"`` section applied."""
-    from probe_core.config import plugin_selection, read_config
-    from probe_core.plugins import current_registry
+    from probe_core.api import plugin_selection, read_config
+    from probe_core.api import current_registry
 
     if config_path is None:
         return current_registry(), {}

@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from probe_core.specs import CheckContext, CheckRow
+from probe_core.api import CheckContext, CheckRow
 
 from probe_config_check.common import diff_rows, option_list
 from probe_config_check.secrets import REDACTED, is_secret, redact

@@ -16,10 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from probe_core.dump.jsonstream import loads
-from probe_core.errors import CheckError
-from probe_core.safeyaml import MAX_DEPTH, parse_yaml, read_capped
-from probe_core.specs import CheckContext, CheckRow
+from probe_core.api import CheckContext, CheckError, CheckRow, loads, MAX_DEPTH, parse_yaml, read_capped
 
 from probe_config_check.common import option_list, values_equal
 from probe_config_check.secrets import redact

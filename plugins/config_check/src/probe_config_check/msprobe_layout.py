@@ -27,8 +27,7 @@ from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
-from probe_core.dump.jsonstream import loads
-from probe_core.errors import CheckError
+from probe_core.api import CheckError, loads
 
 from probe_config_check import env, hyperparameters, packages, rng
 from probe_config_check.common import STAT_KEYS

@@ -31,9 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from probe_core.dump.jsonstream import loads
-from probe_core.errors import CheckError
-from probe_core.outputs import OutputError, prepare_output_dir, writing
+from probe_core.api import CheckError, loads, OutputError, prepare_output_dir, writing
 
 from probe_config_check import msprobe_layout
 from probe_config_check.common import replaced_whole

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from probe_core.specs import CheckContext, CheckRow
+from probe_core.api import CheckContext, CheckRow
 
 from probe_config_check.common import option_list
 

@@ -7,10 +7,9 @@ weights/dataset/random checkers when a model or ``fmk="pytorch"`` is involved.
 
 from __future__ import annotations
 
-from probe_core.specs import CheckerSpec, CommandSpec, ConfigKey, ConfigSectionSpec
+from probe_core.api import CheckerSpec, CommandSpec, ConfigKey, ConfigSectionSpec, hookimpl
 
 from probe_config_check import command, dataset, env, hyperparameters, packages, rng, weights
-from probe_core import hookimpl
 
 
 #: Negative priorities keep the built-in items first, in this order;

@@ -11,10 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from probe_core.errors import CheckError
-from probe_core.outputs import prepare_output_dir, writing
-from probe_core.plugins import ProbeWarning, Registry
-from probe_core.specs import CheckRow
+from probe_core.api import CheckError, CheckRow, prepare_output_dir, ProbeWarning, Registry, writing
 
 from probe_config_check.common import replaced_whole
 from probe_config_check.pack import read_pack

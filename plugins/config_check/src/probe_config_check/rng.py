@@ -16,7 +16,7 @@ import threading
 from collections import Counter
 from typing import Any
 
-from probe_core.specs import CheckContext, CheckRow
+from probe_core.api import CheckContext, CheckRow
 
 from probe_config_check.common import diff_rows
 

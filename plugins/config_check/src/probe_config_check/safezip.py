@@ -16,7 +16,7 @@ import zipfile
 import zlib
 from pathlib import Path, PurePosixPath
 
-from probe_core.errors import CheckError
+from probe_core.api import CheckError
 
 MAX_MEMBER_BYTES = 256 * 1024 * 1024
 MAX_TOTAL_BYTES = 1024 * 1024 * 1024

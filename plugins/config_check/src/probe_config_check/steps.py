@@ -14,8 +14,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from probe_core.errors import CheckError
-from probe_core.specs import CheckRow
+from probe_core.api import CheckError, CheckRow
 
 DEFAULT_STEPS = 5
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from probe_core.specs import CheckContext, CheckRow
+from probe_core.api import CheckContext, CheckRow
 
 from probe_config_check.common import STAT_KEYS, stats_equal, values_equal
 from probe_config_check.steps import ForwardSteps, compare_steps, max_steps

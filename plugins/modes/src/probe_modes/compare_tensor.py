@@ -25,9 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from probe_core.compare import metrics
-from probe_core.compare.comparator import LeafPair
-from probe_core.errors import DumpError
+from probe_core.api import cosine, DumpError, LeafPair
 from probe_modes.tensor_io import load_array
 
 COLUMNS = ("Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio",
@@ -128,10 +126,10 @@ def _metrics(npu: np.ndarray, bench: np.ndarray) -> dict[str, Any]:
         shifted = a[zero_bench].astype(zero_dtype) + zero_dtype.type(epsilon)
         eps = zero_dtype.type(epsilon)
         rel[zero_bench] = np.abs((shifted - eps) / eps)
-    cosine = metrics.cosine(float(np.dot(a, b)), float(np.sqrt(np.dot(a, a))), float(np.sqrt(np.dot(b, b))))
+    cos = cosine(float(np.dot(a, b)), float(np.sqrt(np.dot(a, a))), float(np.sqrt(np.dot(b, b))))
     empty_error = np.inf if mismatched_special else 0.0
     return {
-        "Cosine": cosine,
+        "Cosine": cos,
         "EucDist": euc_dist,
         "MaxAbsErr": float(diff.max()) if diff.size else empty_error,
         "MaxRelativeErr": float(rel.max()) if rel.size else empty_error,

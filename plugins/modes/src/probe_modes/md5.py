@@ -16,11 +16,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from probe_core import hookimpl
-from probe_core.compare.comparator import LeafPair
-from probe_core.compare.rules import ERROR, RowResult
-from probe_core.modes import DataMode
-from probe_core.specs import ComparatorSpec, DataModeSpec
+from probe_core.api import ComparatorSpec, DataMode, DataModeSpec, ERROR, hookimpl, LeafPair, RowResult
 from probe_modes.statistics import StatisticsMode
 
 try:

@@ -13,8 +13,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from probe_core import hookimpl
-from probe_core.specs import DataModeSpec
+from probe_core.api import DataModeSpec, hookimpl
 from probe_modes.statistics import StatisticsMode
 
 

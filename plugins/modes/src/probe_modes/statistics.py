@@ -24,14 +24,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from probe_core import hookimpl
-from probe_core.compare.comparator import LeafPair
-from probe_core.compare.metrics import as_float, relative_error
-from probe_core.compare.output import NA
-from probe_core.compare.rules import ERROR, WARNING, RowResult, is_bad, metric_values
-from probe_core.fastjson import float_texts
-from probe_core.modes import DataMode
-from probe_core.specs import ComparatorSpec, DataModeSpec
+from probe_core.api import (
+    as_float, ComparatorSpec, DataMode, DataModeSpec, ERROR, float_texts, hookimpl, is_bad, LeafPair, metric_values,
+    NA, relative_error, RowResult, WARNING,
+)
 
 STAT_KEYS = ("Max", "Min", "Mean", "Norm")
 DIFF_COLUMNS = ("Max diff", "Min diff", "Mean diff", "L2norm diff")

@@ -20,11 +20,9 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from probe_core import hookimpl
-from probe_core.compare.metrics import as_float
-from probe_core.compare.rules import ERROR, WARNING, RowResult, metric_values
-from probe_core.modes import DataMode
-from probe_core.specs import ComparatorSpec, DataModeSpec
+from probe_core.api import (
+    as_float, ComparatorSpec, DataMode, DataModeSpec, ERROR, hookimpl, metric_values, RowResult, WARNING,
+)
 from probe_modes.statistics import DIVERGENCE_ATOL, DIVERGENCE_RTOL, StatisticsMode
 
 THOUSANDTH_INPUT_MIN = 0.9    # error: inputs' ratio above this ...

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from probe_core.errors import DumpError
+from probe_core.api import DumpError
 
 
 def missing_file(path: Path, leaf_name: str) -> str:

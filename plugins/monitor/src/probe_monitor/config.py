@@ -14,10 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from probe_core.config import read_config, validate_config
-from probe_core.errors import ConfigError
-from probe_core.plugins import ProbeWarning
-from probe_core.specs import ConfigKey, ConfigSectionSpec
+from probe_core.api import ConfigError, ConfigKey, ConfigSectionSpec, ProbeWarning, read_config, validate_config
 
 #: Statistics a monitor can record per tensor, in the order a config lists them.
 OPS = ("min", "max", "mean", "norm", "zeros", "nans")

@@ -18,9 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from probe_core.errors import ProbeError
-from probe_core.outputs import writing
-from probe_core.selection import spans
+from probe_core.api import ProbeError, spans, writing
 from probe_monitor.anomalies import AnomalyLog
 from probe_monitor.config import MonitorConfig, load_monitor_config
 from probe_monitor.output import open_output

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from probe_core.errors import CollectionError
+from probe_core.api import CollectionError
 
 
 class MonitorError(CollectionError):

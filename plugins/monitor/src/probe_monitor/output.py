@@ -16,8 +16,7 @@ import re
 import shutil
 from pathlib import Path
 
-from probe_core.collect.journal import safe_dir
-from probe_core.collect.runlock import MARKER_NAME, RunLock, check_free, job_key
+from probe_core.api import check_free, job_key, MARKER_NAME, RunLock, safe_dir
 from probe_monitor.errors import MonitorError
 
 RANK_DIR = re.compile(r"^rank\d+$")

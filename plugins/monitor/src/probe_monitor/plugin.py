@@ -5,8 +5,7 @@ Importing it imports no framework (torch/mindspore load when a monitor starts).
 
 from __future__ import annotations
 
-from probe_core import hookimpl
-from probe_core.specs import CommandSpec, MonitorWriterSpec, RunTaskSpec
+from probe_core.api import CommandSpec, hookimpl, MonitorWriterSpec, RunTaskSpec
 
 
 def _csv():

@@ -15,8 +15,7 @@ from dataclasses import replace
 import warnings
 from typing import Any
 
-from probe_core.plugins import ProbeWarning
-from probe_core.specs import RunRequest
+from probe_core.api import ProbeWarning, RunRequest
 from probe_monitor.config import RUN_DEFAULTS, load_monitor_config
 from probe_monitor.engine import MonitorEngine, output_root
 from probe_monitor.errors import MonitorError

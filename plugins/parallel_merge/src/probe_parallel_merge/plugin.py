@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from probe_core import hookimpl
-from probe_core.specs import GraphMergerSpec
+from probe_core.api import GraphMergerSpec, hookimpl
 
 
 def _tp():

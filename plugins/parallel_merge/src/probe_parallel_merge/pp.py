@@ -12,9 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from probe_core.graph.build import group_top_level_apis
-from probe_core.graph.model import Graph, Node, NodeKind
-from probe_core.graph.names import BACKWARD, direction
+from probe_core.api import BACKWARD, direction, Graph, group_top_level_apis, Node, NodeKind
 from probe_parallel_merge.rename import api_counts, list_indices, rename_graph, shifter
 
 #: Point-to-point calls between pipeline stages: dropped from the stitched graph.

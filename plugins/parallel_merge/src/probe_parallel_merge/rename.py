@@ -12,8 +12,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable
 
-from probe_core.graph.model import API_GROUP_PREFIX, ROOT_NAME, Graph, Node
-from probe_core.graph.names import is_module, split_module
+from probe_core.api import API_GROUP_PREFIX, Graph, is_module, Node, ROOT_NAME, split_module
 
 _API = re.compile(r"^(?P<op>.+)\.(?P<count>\d+)\.(?P<way>forward|backward)$")
 

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from probe_core.errors import GraphError
-from probe_core.graph.model import Graph, Node, NodeKind
-from probe_core.graph.names import BACKWARD, FORWARD, counterpart, is_params_grad
+from probe_core.api import BACKWARD, counterpart, FORWARD, Graph, GraphError, is_params_grad, Node, NodeKind
 from probe_parallel_merge.shards import is_tensor, merge_shards, same, signature
 
 REDUCES = ("Distributed.all_reduce.", "Distributed.reduce.")

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from probe_core.errors import GraphError
-from probe_core.graph.model import Graph, Node
-from probe_core.graph.names import split_module
+from probe_core.api import Graph, GraphError, Node, split_module
 from probe_parallel_merge.rename import rename_graph
 
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from probe_core import hookimpl
-from probe_core.specs import CheckContext, CheckerSpec, CheckRow
+from probe_core.api import CheckContext, CheckerSpec, CheckRow, hookimpl
 
 
 def _git(folder: Path, *args: str) -> str | None:

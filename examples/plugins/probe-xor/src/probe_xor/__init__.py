@@ -10,10 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from probe_core import hookimpl
-from probe_core.compare.rules import ERROR
-from probe_core.modes import DataMode
-from probe_core.specs import ComparatorSpec, DataModeSpec
+from probe_core.api import ComparatorSpec, DataMode, DataModeSpec, ERROR, hookimpl
 
 KEY = "md5"  # where msprobe writes the checksum in xor mode
 

@@ -6,9 +6,7 @@ import argparse
 import math
 from pathlib import Path
 
-from probe_core.errors import CompareError
-from probe_core.outputs import prepare_output_dir
-from probe_core.selection import spans
+from probe_core.api import CompareError, prepare_output_dir, spans
 from probe_monitor.compare.diff import NOISE_FACTOR, RTOL, Comparison, compare_runs
 from probe_monitor.compare.reader import rank_folders, read_rank
 from probe_monitor.compare.report import print_table, write_report

@@ -22,7 +22,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from probe_core.selection import spans
+from probe_core.api import spans
 from probe_monitor.records import Row, chain_index
 
 RTOL = 1e-5

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from probe_core.errors import CompareError
+from probe_core.api import CompareError
 from probe_monitor.records import Row
 
 FILE = re.compile(r"^(?P<tag>.+)_(?P<first>\d+)-(?P<last>\d+)\.csv$")

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from probe_core.outputs import writing
+from probe_core.api import writing
 from probe_monitor.compare.diff import Comparison, Pair
 
 CSV_NAME, XLSX_NAME, PLOT_NAME, SUMMARY_NAME = "monitor_compare.csv", "monitor_compare.xlsx", \

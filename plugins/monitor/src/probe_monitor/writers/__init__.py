@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from probe_core.errors import ConfigError
+from probe_core.api import ConfigError
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class WriterContext:
 def open_writer(config: Any, registry: Any, context: WriterContext) -> Any:
     """The writer the config's ``format`` names, built for ``context``; an unknown format lists the installed ones."""
     if registry is None:
-        from probe_core.plugins import current_registry
+        from probe_core.api import current_registry
 
         registry = current_registry()
     writers = registry.family("monitor_writers")

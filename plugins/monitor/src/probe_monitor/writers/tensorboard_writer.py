@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from probe_core.errors import ConfigError
+from probe_core.api import ConfigError
 from probe_monitor.records import Row
 from probe_monitor.writers import WriterContext
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from probe_core.specs import ComparatorSpec
+from probe_core.api import ComparatorSpec, hookimpl
 
-from probe_core import hookimpl
 
 
 class Broken:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from probe_core.specs import CommandSpec
+from probe_core.api import CommandSpec, hookimpl
 
-from probe_core import hookimpl
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from probe_core.specs import ConfigKey, ConfigSectionSpec
+from probe_core.api import ConfigKey, ConfigSectionSpec, hookimpl
 
-from probe_core import hookimpl
 
 
 def _check_rate(value: float) -> str | None:

@@ -12,9 +12,8 @@ import json
 import os
 from typing import Any
 
-from probe_core.specs import GraphMergerSpec
+from probe_core.api import GraphMergerSpec, hookimpl
 
-from probe_core import hookimpl
 
 
 class AuditMerger:

@@ -5,10 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from probe_core import hookimpl
-from probe_core.compare.rules import ERROR
-from probe_core.modes import DataMode
-from probe_core.specs import DataModeSpec
+from probe_core.api import DataMode, DataModeSpec, ERROR, hookimpl
 
 KEY = "histogram"
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from probe_core import hookimpl
-from probe_core.specs import AccBackendSpec, CollectorSpec
+from probe_core.api import AccBackendSpec, CollectorSpec, hookimpl
 
 
 def _operators():

@@ -1,0 +1,53 @@
+"""``probe_core.api`` is the one module plugins import (issue 39): every distribution of this repository, the
+examples and the test packages import nothing else of probe_core (``probe_core.testing`` in tests), every
+public name resolves, docs/plugins.md lists them, and importing the API imports no framework."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import probe_core.api as api
+from tests.core.conftest import REPO
+
+#: where plugin code lives: every distribution but probe-core, the examples and the test packages
+PLUGIN_SOURCES = [*REPO.glob("plugins/*/src"), REPO / "probe_torch" / "src", REPO / "probe_mindspore" / "src",
+                  *REPO.glob("examples/plugins/*/src"), *REPO.glob("tests/plugins/packages/*/src")]
+ALLOWED = {"probe_core.api", "probe_core.testing"}
+
+
+def _probe_core_imports(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.ImportFrom) and not node.level:
+            modules = [node.module or ""]
+        elif isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        else:
+            continue
+        found += [f"{path.relative_to(REPO)}:{node.lineno}: {m}" for m in modules
+                  if m.split(".")[0] == "probe_core" and m not in ALLOWED]
+    return found
+
+
+def test_plugins_import_only_the_public_api():
+    sources = [path for root in PLUGIN_SOURCES for path in root.rglob("*.py")]
+    assert len(sources) > 80  # the scan sees the distributions
+    private = [line for path in sources for line in _probe_core_imports(path)]
+    assert private == [], "import these from probe_core.api:\n" + "\n".join(private)
+
+
+def test_every_public_name_resolves_and_is_documented():
+    docs = (REPO / "docs" / "plugins.md").read_text(encoding="utf-8")
+    for name in api.__all__:
+        assert getattr(api, name) is not None, name
+        assert f"`{name}`" in docs, f"docs/plugins.md does not document probe_core.api.{name}"
+
+
+def test_importing_the_api_imports_no_framework():
+    code = ("import sys, probe_core.api as api; from probe_core.api import DataModeSpec, CollectorSpec, hookimpl; "
+            "print(sorted(m for m in ('torch', 'mindspore', 'numpy', 'probe_core.collect.driver') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip() == "[]"
