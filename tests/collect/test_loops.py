@@ -12,7 +12,8 @@ import warnings
 import pytest
 
 from probe_core import testing
-from probe_core.collect.command import guess_framework, imported_frameworks, run_script
+from probe_core.collect.command import framework_modules, guess_framework, imported_frameworks, run_script
+from probe_core.plugins import current_registry
 from tests.collect.helpers import ROOT, load, run_probe
 
 LOOPS = ROOT / "tests" / "collect" / "scripts" / "loops.py"
@@ -158,19 +159,23 @@ def test_a_run_that_records_nothing_says_so_loudly(tmp_path):
 
 
 def test_framework_comes_from_every_import_spelling(tmp_path):
+    registry = current_registry()
     cases = {"import sys, mindspore as ms\n": "mindspore",
              "from mindspore import nn\n": "mindspore",
              "try:\n    import mindspore.ops as ops\nexcept ImportError:\n    pass\n": "mindspore",
              "def f():\n    import mindspore\n": "mindspore",
              "import mindspore\nimport torch\n": None,  # both: the config decides (default pytorch)
-             "import os, torch.nn as nn\n": None,
+             "import os, torch.nn as nn\n": "pytorch",
              "x = 'import mindspore'\n": None,  # a string is no import
              "import mindspore\nthis is not python(\n": "mindspore"}  # unparsable: the line-based guess
     for source, expected in cases.items():
         script = tmp_path / "s.py"
         script.write_text(source)
-        assert guess_framework(script) == expected, source
-    assert imported_frameworks("import torch, mindspore") == {"pytorch", "mindspore"}
+        assert guess_framework(script, registry) == expected, source
+    modules = framework_modules(registry)  # what the installed collectors declare (CollectorSpec.modules)
+    assert modules == {"torch": "pytorch", "mindspore": "mindspore"}
+    assert imported_frameworks("import torch, mindspore", modules) == {"pytorch", "mindspore"}
+    assert registry.default_framework() == "pytorch"  # the available collector of lowest priority
 
 
 def test_an_empty_run_names_the_framework_the_script_ran(monkeypatch):
@@ -181,7 +186,7 @@ def test_an_empty_run_names_the_framework_the_script_ran(monkeypatch):
 
     config = types.SimpleNamespace(step=[], rank=[], list=[], scope=[])
     collector = types.SimpleNamespace(framework="pytorch", forward_seen=False, compiled_frames=0,
-                                      session=types.SimpleNamespace(config=config))
+                                      session=types.SimpleNamespace(config=config, registry=current_registry()))
     monkeypatch.setitem(sys.modules, "mindspore", types.ModuleType("mindspore"))
     assert "pass --framework mindspore" in nothing_recorded_reasons(collector, 0)[0]
     config.step = [7]

@@ -391,6 +391,15 @@ class Registry:
     def config_sections(self) -> dict[str, ConfigSectionSpec]:
         return self.family("config_sections")
 
+    def default_framework(self) -> str:
+        """The framework of the available collector of lowest ``(priority, name)``: what a script that names
+        no framework runs under."""
+        for spec in self.collectors.values():
+            if spec.is_available():
+                return spec.framework
+        raise PluginError("no collector is installed (or its framework cannot be imported); install probe-torch "
+                          "or another collector plugin")
+
     def collector_for(self, framework: str) -> CollectorSpec:
         """The available collector for ``framework`` (lowest priority value wins a tie-free choice)."""
         matching = [c for c in self.collectors.values() if c.framework == framework]

@@ -32,6 +32,12 @@ class CollectorSpec:
     ``None`` for any name that is not one of the framework's value operators.
     Tools that re-run APIs from a dump (``probe acc-check``) call nothing else,
     so a hostile dump cannot name ``os.system`` or a file loader.
+
+    ``modules``: the top-level modules whose import in a script selects this
+    collector under ``probe run`` (``("torch",)``). ``priority`` also orders
+    the frameworks: a script that names none (and no ``--framework`` or
+    config ``framework``) runs under the available collector of lowest
+    priority.
     """
 
     name: str
@@ -42,6 +48,7 @@ class CollectorSpec:
     priority: int = 0
     plugin: str = ""
     operators: Callable[[], Callable[[str], Any]] | None = None
+    modules: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -247,15 +254,16 @@ class RunRequest:
     """What ``probe run --task NAME`` hands a run task: the script to be run and probe run's options.
 
     ``config``: the ``-c`` file (the task's own format) or ``None``; ``output``: ``--dump-path`` or
-    ``None`` (the task's default); ``framework``: ``--framework``, else guessed from the script's
-    imports (``"pytorch"`` unless it imports mindspore only); ``registry``: the loaded registry;
+    ``None`` (the task's default); ``framework``: ``--framework``, else the one framework whose
+    collector's modules the script imports, else the default (the available collector of lowest
+    priority); ``registry``: the loaded registry;
     ``overwrite``: ``--overwrite`` (replace a run already in the output folder instead of refusing).
     """
 
     script: str
     config: str | None = None
     output: str | None = None
-    framework: str = "pytorch"
+    framework: str = ""
     registry: Any = None
     overwrite: bool = False
 

@@ -96,7 +96,7 @@ def _registry(registry: Registry | None) -> Registry:
 
 def collect(target: PathLike | Callable[[], Any], dump_path: PathLike, *, registry: Registry | None = None,
             steps: int = 1, model: Any = None, args: Iterable[str] = (), config_path: PathLike | None = None,
-            framework: str = "pytorch", **config: Any) -> Path:
+            framework: str | None = None, **config: Any) -> Path:
     """Collect a dump in-process through ``registry``'s collector for ``framework``; return ``dump_path``.
 
     ``target`` is either a training script, run as ``probe run`` runs it (recording from the first

@@ -17,7 +17,8 @@ from typing import Any
 import mindspore as ms
 import numpy as np
 from mindspore.common import dtype as mstype
-from probe_core.api import host_stats, KINDS, TensorOps
+from probe_core.api import KINDS, TensorOps
+from probe_core.api import host_stats as fused_stats
 
 _WIDEN = (mstype.bfloat16,)
 
@@ -43,7 +44,7 @@ def host_stats(array: np.ndarray) -> tuple[Any, Any, Any, Any] | None:
         return bool(array.any()), bool(array.all()), None, None
     kind = KINDS.get(array.dtype.name)
     if kind is not None and (array.flags.c_contiguous or array.flags.f_contiguous):
-        values = host_stats(array.ctypes.data, array.size, kind)  # one pass, no float64 copy
+        values = fused_stats(array.ctypes.data, array.size, kind)  # one pass, no float64 copy
         if values is not None:
             return values
     wide = array.astype(np.float64, copy=False)

@@ -20,5 +20,5 @@ def _operators():
 @hookimpl
 def probe_collectors() -> list[CollectorSpec]:
     return [CollectorSpec("mindspore", "mindspore", "MindSpore (PyNative) cells, mint/ops/Tensor/communication APIs",
-                          _load, operators=_operators,
+                          _load, operators=_operators, modules=("mindspore",), priority=10,
                           is_available=lambda: importlib.util.find_spec("mindspore") is not None)]

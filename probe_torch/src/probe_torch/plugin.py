@@ -19,5 +19,5 @@ def _operators():
 @hookimpl
 def probe_collectors() -> list[CollectorSpec]:
     return [CollectorSpec("torch", "pytorch", "PyTorch modules, torch/functional/Tensor/distributed APIs",
-                          _load, operators=_operators,
+                          _load, operators=_operators, modules=("torch",),
                           is_available=lambda: importlib.util.find_spec("torch") is not None)]

@@ -19,6 +19,7 @@ import re
 import runpy
 import sys
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -85,40 +86,41 @@ def run_script(script: Path, argv: list[str]) -> int:
         sys.argv, sys.path[:] = saved_argv, saved_path
 
 
-_IMPORTS = {"mindspore": re.compile(r"^\s*(import|from)\s+[^#\n]*\bmindspore\b", re.M),
-            "pytorch": re.compile(r"^\s*(import|from)\s+[^#\n]*\btorch\b", re.M)}
+def framework_modules(registry: Any) -> dict[str, str]:
+    """Top-level module -> framework, as the installed collectors declare (``CollectorSpec.modules``)."""
+    return {module: spec.framework for spec in registry.collectors.values() for module in spec.modules}
 
 
-def imported_frameworks(source: str) -> set[str]:
-    """The frameworks a script imports anywhere (``import sys, mindspore as ms``, ``from mindspore import nn``,
-    imports inside functions or ``try``); a regular expression stands in when the script does not parse."""
-    roots = {"mindspore": "mindspore", "torch": "pytorch"}
+def imported_frameworks(source: str, modules: Mapping[str, str]) -> set[str]:
+    """The frameworks (by ``modules``: top-level module -> framework) a script imports anywhere
+    (``import sys, mindspore as ms``, ``from mindspore import nn``, imports inside functions or ``try``);
+    a line-based search stands in when the script does not parse."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
-        return {name for name, pattern in _IMPORTS.items() if pattern.search(source)}
+        return {framework for module, framework in modules.items()
+                if re.search(rf"^\s*(import|from)\s+[^#\n]*\b{re.escape(module)}\b", source, re.M)}
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            modules = [alias.name for alias in node.names]
+            names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-            modules = [node.module]
+            names = [node.module]
         else:
             continue
-        found.update(roots[m.split(".")[0]] for m in modules if m.split(".")[0] in roots)
+        found.update(modules[n.split(".")[0]] for n in names if n.split(".")[0] in modules)
     return found
 
 
-def guess_framework(script: Path) -> str | None:
-    """``mindspore`` for a script that imports mindspore and not torch; else ``None`` (the config's
-    ``framework``, default pytorch). ``--framework`` wins over both."""
+def guess_framework(script: Path, registry: Any) -> str | None:
+    """The framework of the one installed collector whose modules the script imports; ``None`` when it
+    imports none or several (then ``--framework``, the config's ``framework`` or the default decides)."""
     try:
         source = script.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
-    if imported_frameworks(source) == {"mindspore"}:
-        return "mindspore"
-    return None
+    found = imported_frameworks(source, framework_modules(registry))
+    return found.pop() if len(found) == 1 else None
 
 
 def _human(size: int) -> str:
@@ -156,10 +158,10 @@ def nothing_recorded_reasons(collector: Any, code: int) -> list[str]:
     reasons = []
     if code != 0:
         reasons.append(f"the script exited with code {code}, maybe before its first forward")
-    other = "mindspore" if framework == "pytorch" else "torch"
-    if other in sys.modules and not collector.forward_seen:
-        reasons.append(f"the script ran {other} but probe watched {framework}: pass --framework "
-                       f"{'mindspore' if other == 'mindspore' else 'pytorch'}")
+    ran = sorted({other for module, other in framework_modules(collector.session.registry).items()
+                  if other != framework and module in sys.modules})
+    if ran and not collector.forward_seen:
+        reasons.append(f"the script ran {' and '.join(ran)} but probe watched {framework}: pass --framework {ran[0]}")
     elif not collector.forward_seen:
         reasons.append(f"no {framework} model forward was seen (recording starts at the model's first forward)")
     if getattr(collector, "compiled_frames", 0):
@@ -191,12 +193,13 @@ def _run(args: argparse.Namespace) -> int:
     if not script.is_file():
         raise CollectionError(f"{script}: no such script; pass the path of the training script "
                               "(probe run [-c config.json] SCRIPT [ARGS...])")
-    framework = args.framework or guess_framework(script)
-    registry = getattr(args, "registry", None)
-    if args.task and registry is not None and args.task in registry.family("run_tasks"):
+    registry = args.registry
+    detected = guess_framework(script, registry)
+    if args.task and args.task in registry.family("run_tasks"):
+        framework = args.framework or detected or registry.default_framework()
         return _run_task(registry.family("run_tasks")[args.task], args, script, framework)
     overrides = {"task": args.task, "level": args.level, "dump_path": args.dump_path, "overwrite": args.overwrite}
-    collector = build_collector(framework, args.config, auto_step=True, **overrides)
+    collector = build_collector(args.framework, args.config, auto_step=True, detected=detected, **overrides)
     collector.start(None, from_first_forward=True)
     code = 1
     try:
@@ -208,9 +211,9 @@ def _run(args: argparse.Namespace) -> int:
     return code
 
 
-def _run_task(spec: Any, args: argparse.Namespace, script: Path, framework: str | None) -> int:
+def _run_task(spec: Any, args: argparse.Namespace, script: Path, framework: str) -> int:
     """``probe run --task NAME`` for a plugin's run task: attach it, run the script, close it."""
-    request = RunRequest(str(script), args.config, args.dump_path, framework or "pytorch", args.registry,
+    request = RunRequest(str(script), args.config, args.dump_path, framework, args.registry,
                          overwrite=bool(args.overwrite))
     handle = spec.load()(request)
     code = 1

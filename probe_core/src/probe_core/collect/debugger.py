@@ -17,19 +17,22 @@ from probe_core.modes import mode_for_config
 
 
 def build_collector(framework: str | None, config_path: Any = None, *, auto_step: bool = False,
-                    registry: Any = None, **overrides: Any) -> Any:
+                    registry: Any = None, detected: str | None = None, **overrides: Any) -> Any:
     """Validate the config, check the dump path, load the collector and data mode; nothing is written yet.
 
-    ``framework`` ``None`` means the config's ``framework`` key, else ``pytorch``. ``registry``
-    defaults to the process-wide one for the config's ``"plugins"`` section.
+    The framework is ``framework`` (``--framework``, ``PrecisionDebugger``'s), else the config's
+    ``framework`` key, else ``detected`` (from the script's imports), else the registry's default (the
+    available collector of lowest priority). ``registry`` defaults to the process-wide one for the
+    config's ``"plugins"`` section.
     """
     if framework:
         overrides.setdefault("framework", framework)
     config, registry = load_config(config_path, registry=registry, **overrides)
+    chosen = config.framework or detected or registry.default_framework()
     if config.task in LEGACY_TASKS:  # an msprobe task that dumps nothing here (the config warned why)
-        return InertCollector(config, framework or config.framework or "pytorch")
+        return InertCollector(config, chosen)
     check_dump_path(config.dump_path, overwrite=config.overwrite)
-    spec = registry.collector_for(config.framework or framework or "pytorch")
+    spec = registry.collector_for(chosen)
     collector_class = spec.load()
     return collector_class(config, registry, mode_for_config(config, registry), auto_step=auto_step)
 
