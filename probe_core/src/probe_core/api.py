@@ -59,6 +59,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "probe_core.safeyaml": ("MAX_DEPTH", "load_yaml", "parse_yaml", "read_capped"),
     "probe_core.executor": ("ExecutorChoice", "add_executor_arguments", "executor_choice", "job_executor"),
     "probe_core.selection": ("spans",),
+    "probe_core.ranks": ("launcher_rank", "process_rank"),
 }
 
 #: public name -> the private module that defines it

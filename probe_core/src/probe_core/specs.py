@@ -37,7 +37,10 @@ class CollectorSpec:
     collector under ``probe run`` (``("torch",)``). ``priority`` also orders
     the frameworks: a script that names none (and no ``--framework`` or
     config ``framework``) runs under the available collector of lowest
-    priority.
+    priority. ``rank`` (optional): ``(rank, world size)`` from the
+    framework's initialised communicator, ``None`` before it is initialised
+    (:func:`probe_core.ranks.process_rank` then reads the launcher's
+    environment); it must not import the framework.
     """
 
     name: str
@@ -49,6 +52,7 @@ class CollectorSpec:
     plugin: str = ""
     operators: Callable[[], Callable[[str], Any]] | None = None
     modules: tuple[str, ...] = ()
+    rank: Callable[[], tuple[int, int] | None] | None = None
 
 
 @dataclass(frozen=True)

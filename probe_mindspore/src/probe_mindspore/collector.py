@@ -35,25 +35,19 @@ from mindspore import nn, ops
 from mindspore.common import api as ms_api
 from mindspore.common import dtype as mstype
 from mindspore.ops.composite.base import _pynative_executor
-from probe_core.api import CollectionError, CollectorBase, GradSlots
+from probe_core.api import CollectionError, CollectorBase, GradSlots, launcher_rank
 
 from probe_mindspore.apis import namespace_functions, tensor_methods
 from probe_mindspore.ops import MindSporeTensorOps
+from probe_mindspore.plugin import communicator_rank
 
 GRAPH_MODE_FIX = ("probe collects MindSpore in PyNative mode only: call mindspore.set_context(mode="
                   "mindspore.PYNATIVE_MODE) (the default) and remove @jit while collecting")
 
 
 def current_rank() -> int:
-    """The communication rank once initialised, else ``RANK_ID``/``RANK`` from the launcher, else 0."""
-    try:
-        from mindspore.communication import GlobalComm, get_rank
-
-        if GlobalComm.INITED:
-            return int(get_rank())
-    except Exception:  # no communication backend in this build
-        pass
-    return int(os.environ.get("RANK_ID") or os.environ.get("RANK") or 0)
+    """This process' rank (:func:`probe_core.api.process_rank`: MindSpore communication's, else the launcher's)."""
+    return (communicator_rank() or launcher_rank())[0]
 
 
 def check_pynative() -> None:

@@ -53,10 +53,11 @@ import torch.distributed as dist
 from torch.nn.modules import module as nn_module
 from torch.overrides import TorchFunctionMode
 
-from probe_core.api import CollectorBase, is_inplace
+from probe_core.api import CollectorBase, is_inplace, launcher_rank
 from probe_torch.apis import (DISTRIBUTED, DUNDERS, SAME_VALUES, ApiNames, custom_ops, keep_overloads,
                              python_level_apis)
 from probe_torch.ops import TorchTensorOps
+from probe_torch.plugin import communicator_rank
 from probe_torch.risk import api_risk
 
 _SKIP_FILES = (os.path.join("torch", "overrides.py"), os.path.join("torch", "_tensor.py"),
@@ -64,10 +65,8 @@ _SKIP_FILES = (os.path.join("torch", "overrides.py"), os.path.join("torch", "_te
 
 
 def current_rank() -> int:
-    """torch.distributed's rank once initialised, else torchrun's ``RANK``, else 0."""
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank()
-    return int(os.environ.get("RANK", "0") or 0)
+    """This process' rank (:func:`probe_core.api.process_rank`: torch.distributed's, else the launcher's)."""
+    return (communicator_rank() or launcher_rank())[0]
 
 
 _is_compiling = torch.compiler.is_compiling

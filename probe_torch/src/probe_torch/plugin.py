@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import sys
 
 from probe_core.api import CollectorSpec, hookimpl
 
 
 def _load():
     return importlib.import_module("probe_torch.collector").TorchCollector
+
+
+def communicator_rank() -> tuple[int, int] | None:
+    """torch.distributed's (rank, world size) once a process group is initialised (torch not imported: none)."""
+    torch = sys.modules.get("torch")
+    dist = getattr(torch, "distributed", None) if torch is not None else None
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return None
 
 
 def _operators():
@@ -19,5 +29,5 @@ def _operators():
 @hookimpl
 def probe_collectors() -> list[CollectorSpec]:
     return [CollectorSpec("torch", "pytorch", "PyTorch modules, torch/functional/Tensor/distributed APIs",
-                          _load, operators=_operators, modules=("torch",),
+                          _load, operators=_operators, modules=("torch",), rank=communicator_rank,
                           is_available=lambda: importlib.util.find_spec("torch") is not None)]

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import atexit
 import os
-import sys
 from collections.abc import Sequence
 from typing import Any
 
-from probe_core.api import CheckContext, CheckError
+from probe_core.api import CheckContext, CheckError, process_rank
 
 from probe_config_check.collect import describe, is_live, run_collect, snapshot
 from probe_config_check.pack import write_pack, write_rank
@@ -53,14 +52,8 @@ def _check_fmk(fmk: str | None) -> str:
 
 
 def rank_and_world(fmk: str | None) -> tuple[int, int]:
-    """This process' rank and the world size, from an initialised process group or the launcher's env."""
-    if fmk == "pytorch" and "torch" in sys.modules:
-        dist = sys.modules["torch"].distributed
-        if dist.is_available() and dist.is_initialized():
-            return dist.get_rank(), dist.get_world_size()
-    rank = int(os.environ.get("RANK", os.environ.get("RANK_ID", "0")) or 0)
-    world = int(os.environ.get("WORLD_SIZE", os.environ.get("RANK_SIZE", "1")) or 1)
-    return rank, max(world, rank + 1)
+    """This process' rank and the world size (:func:`probe_core.api.process_rank`)."""
+    return process_rank(fmk)
 
 
 class ConfigChecker:

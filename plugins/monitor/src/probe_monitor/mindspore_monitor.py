@@ -11,11 +11,12 @@
 from __future__ import annotations
 
 import math
-import os
 from typing import Any
 
 import mindspore as ms
 from mindspore import nn, ops
+
+from probe_core.api import process_rank
 
 from probe_monitor.adapter import ModelMonitor
 from probe_monitor.engine import MonitorEngine, output_root
@@ -26,12 +27,7 @@ MOMENTS = {"exp_avg": ("moment1", "moments1"), "exp_avg_sq": ("moment2", "moment
 
 
 def current_rank() -> int:
-    try:
-        from mindspore.communication import get_rank
-
-        return int(get_rank())
-    except Exception:  # communication not initialised: a single process
-        return int(os.environ.get("RANK_ID", os.environ.get("RANK", "0")) or 0)
+    return process_rank("mindspore")[0]
 
 
 class MindSporeBackend:

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import warnings
 from typing import Any
 
 import torch
 import torch.distributed as dist
+
+from probe_core.api import process_rank
 
 from probe_monitor.adapter import ModelMonitor
 from probe_monitor.engine import MonitorEngine
@@ -37,9 +38,7 @@ COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_sca
 
 
 def current_rank() -> int:
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank()
-    return int(os.environ.get("RANK", "0") or 0)
+    return process_rank("pytorch")[0]
 
 
 class TorchBackend:
