@@ -146,20 +146,29 @@ def _damage(path, damage, status_column):
     path.write_bytes(path.read_bytes() + line)
 
 
-@pytest.mark.parametrize("damage", ["bytes", "huge", "status"])
-def test_damaged_result_csvs_are_one_line(tmp_path, damage):
+def test_damaged_result_csvs_are_one_line(tmp_path):
+    from probe_acc_check.errors import AccCheckError
+    from probe_acc_check.precision_compare import compare_results
+    from probe_acc_check.results import ResultFiles
+
     dump = write_dump(tmp_path / "dump", {"Functional.relu.0.forward": {
         "input_args": [tensor()], "input_kwargs": {}, "output": [tensor(low=0.0)]}})
     assert run_probe("acc-check", "-api_info", dump, "-o", tmp_path / "out").returncode == 0
     (result,) = (tmp_path / "out").glob("accuracy_checking_result_*.csv")
     (details,) = (tmp_path / "out").glob("accuracy_checking_details_*.csv")
-    _damage(result, damage, "Forward Test Success")
-    _damage(details, damage, "Status")
-    needle = {"bytes": "not UTF-8", "huge": "field larger than field limit", "status": "'maybe' is not a status"}[damage]
+    whole = result.read_bytes(), details.read_bytes()
+    for damage, needle in (("bytes", "not UTF-8"), ("huge", "field larger than field limit"),
+                           ("status", "'maybe' is not a status")):
+        result.write_bytes(whole[0]), details.write_bytes(whole[1])
+        _damage(result, damage, "Forward Test Success")
+        _damage(details, damage, "Status")
+        for read, named in ((lambda: ResultFiles.resume(result), result),
+                            (lambda: compare_results(result, result, tmp_path / "cmp"), details)):
+            with pytest.raises(AccCheckError) as caught:
+                read()
+            assert len(caught.value.messages) == 1 and named.name in str(caught.value) and needle in str(caught.value)
     resumed = run_probe("acc-check", "-api_info", dump, "-o", tmp_path / "out", "--result_csv_path", result)
-    assert_clean_error(resumed, result.name, needle)
-    compared = run_probe("acc-check", "compare", result, result, "-o", tmp_path / "cmp")
-    assert_clean_error(compared, details.name, needle)
+    assert_clean_error(resumed, result.name, "'maybe' is not a status")  # the CLI: one red line, exit 2
 
 
 def test_acc_check_compare_reads_only_regular_files(tmp_path):
