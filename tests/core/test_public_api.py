@@ -51,3 +51,18 @@ def test_importing_the_api_imports_no_framework():
             "print(sorted(m for m in ('torch', 'mindspore', 'numpy', 'probe_core.collect.driver') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_one_in_place_rule_for_collection_compare_and_pre_check():
+    from probe_acc_check.cases import ApiCase
+    from probe_core.api import is_inplace, writes_in_place
+    from probe_core.compare.judge import _in_place
+
+    expected = {"add_": True, "__iadd__": True, "__imatmul__": True, "__setitem__": True, "__invert__": False,
+                "__getitem__": False, "__index__": False, "add": False, "__add__": False, "relu_": True}
+    for op, changes in expected.items():
+        assert writes_in_place(op) is changes, op
+        assert is_inplace(f"Tensor.{op}", None) is changes, op                   # collection
+        assert _in_place(f"Tensor.{op}.0.forward") is changes, op                # the compare's judge
+        assert ApiCase(f"Tensor.{op}.0", f"Tensor.{op}", "pytorch").inplace is changes, op  # the pre-check
+    assert is_inplace("Distributed.all_reduce", None) and is_inplace("Functional.relu", {"inplace": True})

@@ -38,7 +38,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "probe_core.collect.tensors": ("TensorOps",),
     "probe_core.collect.driver": ("CollectorBase",),
     "probe_core.collect.debugger": ("PrecisionDebuggerBase",),
-    "probe_core.collect.calls": ("GradSlots", "OPERATOR_DUNDERS", "is_inplace"),
+    "probe_core.collect.calls": ("GradSlots", "OPERATOR_DUNDERS", "is_inplace", "writes_in_place"),
     "probe_core.collect.seeding": ("seed_python",),
     "probe_core.collect.fused": ("KINDS", "host_stats"),
     "probe_core.collect.journal": ("safe_dir",),

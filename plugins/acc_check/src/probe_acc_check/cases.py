@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from probe_core.api import discover, DumpEntry, DumpError, RankDump, TensorMeta
+from probe_core.api import discover, DumpEntry, DumpError, RankDump, TensorMeta, writes_in_place
 
 from probe_acc_check.errors import AccCheckError, SkipApi
 
@@ -92,9 +92,8 @@ class ApiCase:
 
     @property
     def inplace(self) -> bool:
-        """``add_``, ``__iadd__``: writes into its input (no backward through it)."""
-        op = self.op
-        return (op.endswith("_") and not op.endswith("__")) or (op.startswith("__i") and op != "__invert__")
+        """``add_``, ``__iadd__``, ``__setitem__``: writes into its input (no backward through it)."""
+        return writes_in_place(self.op)
 
 
 def _plain(value: Any) -> bool:

@@ -85,10 +85,20 @@ def first_tensor(output: Any, is_tensor: Callable[[Any], bool]) -> Any:
 _INPLACE_NAMES: dict[str, bool] = {}
 
 
+#: the in-place operator dunders (``x += y``); the other dunders (``__invert__``, ``__getitem__``) return a new value
+IN_PLACE_DUNDERS = frozenset(f"__i{op}__" for op in (
+    "add", "sub", "mul", "div", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor", "lshift",
+    "rshift"))
+
+
+def writes_in_place(op: str) -> bool:
+    """An operator (its own name: ``add_``, ``__iadd__``, ``__setitem__``) that changes its first argument:
+    the one in-place rule of collection, the compare's judge and the pre-check."""
+    return op in IN_PLACE_DUNDERS or op == "__setitem__" or (op.endswith("_") and not op.endswith("__"))
+
+
 def _inplace_name(api: str) -> bool:
-    short = api.rsplit(".", 1)[-1]
-    return (short.endswith("_") and not short.endswith("__")) or short.startswith("__i") or \
-        short == "__setitem__" or api.startswith("Distributed.")
+    return writes_in_place(api.rsplit(".", 1)[-1]) or api.startswith("Distributed.")
 
 
 def is_inplace(api: str, kwargs: dict[str, Any] | None) -> bool:

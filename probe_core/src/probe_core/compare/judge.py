@@ -61,6 +61,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from probe_core.collect.calls import writes_in_place
 from probe_core.compare.rules import ERROR, PASS, RowResult, normalize_dtype
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -564,16 +565,10 @@ def _explain(f: EntryFacts, step: int, by_name: Mapping[str, EntryFacts], target
                    "create, cast or move values, such as tril, to, reshape; risk_level ALL records them)", "inputs")
 
 
-#: the in-place dunder methods (``x += y``); other dunders (``__getitem__``) return a new tensor
-_IN_PLACE_DUNDERS = frozenset(f"__i{op}__" for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow",
-                                                       "matmul", "and", "or", "xor", "lshift", "rshift"))
-
-
 def _in_place(name: str) -> bool:
     """``Tensor.add_.0.forward``, ``Tensor.__iadd__.0.forward``: a call that changes its input in place."""
     parts = name.split(".")
-    op = parts[-3] if len(parts) >= 3 else ""
-    return op in _IN_PLACE_DUNDERS or (op.endswith("_") and not op.endswith("__"))
+    return len(parts) >= 3 and writes_in_place(parts[-3])
 
 
 def _module_of(name: str) -> str:
