@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import atexit
 import os
-import random
 from typing import Any
 
-from probe_core.api import PrecisionDebuggerBase
+from probe_core.api import PrecisionDebuggerBase, seed_python
 
 
 class PrecisionDebugger(PrecisionDebuggerBase):
@@ -24,14 +23,7 @@ def seed_all(seed: int = 1234, mode: bool = False, rm_dropout: bool = True) -> N
     """Seed python, numpy, torch (CPU and CUDA); ``mode`` turns on deterministic algorithms; ``rm_dropout`` disables dropout."""
     import torch
 
-    random.seed(seed)
-    os.environ["PYTHONHASHSEED"] = str(seed)
-    try:
-        import numpy as np
-
-        np.random.seed(seed)
-    except ImportError:
-        pass
+    seed_python(seed)
     torch.manual_seed(seed)
     if torch.cuda.is_available():
         torch.cuda.manual_seed_all(seed)

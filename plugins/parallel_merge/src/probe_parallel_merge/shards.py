@@ -11,14 +11,10 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from probe_core.api import as_float
+
 STATS = ("Max", "Min", "Mean", "Norm")
 SAME_RTOL = 1e-6
-
-
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
 
 
 def is_tensor(value: Any) -> bool:
@@ -37,7 +33,7 @@ def same(values: Sequence[dict]) -> bool:
         if list(other.get("shape") or ()) != list(first.get("shape") or ()):
             return False
         for key in STATS:
-            a, b = _num(first.get(key)), _num(other.get(key))
+            a, b = as_float(first.get(key)), as_float(other.get(key))
             if a is None or b is None:
                 if first.get(key) != other.get(key):
                     return False
@@ -53,10 +49,10 @@ def merge_shards(values: Sequence[dict], dim: int) -> dict[str, Any]:
     sizes = [math.prod(shape) if shape else 1 for shape in shapes]
     total = sum(sizes) or 1
     merged: dict[str, Any] = {}
-    maxes = [m for v in values if (m := _num(v.get("Max"))) is not None]
-    mins = [m for v in values if (m := _num(v.get("Min"))) is not None]
-    means = [(m, n) for v, n in zip(values, sizes) if (m := _num(v.get("Mean"))) is not None]
-    norms = [m for v in values if (m := _num(v.get("Norm"))) is not None]
+    maxes = [m for v in values if (m := as_float(v.get("Max"))) is not None]
+    mins = [m for v in values if (m := as_float(v.get("Min"))) is not None]
+    means = [(m, n) for v, n in zip(values, sizes) if (m := as_float(v.get("Mean"))) is not None]
+    norms = [m for v in values if (m := as_float(v.get("Norm"))) is not None]
     merged["Max"] = max(maxes) if len(maxes) == len(values) else values[0].get("Max")
     merged["Min"] = min(mins) if len(mins) == len(values) else values[0].get("Min")
     merged["Mean"] = sum(m * n for m, n in means) / total if len(means) == len(values) else values[0].get("Mean")
