@@ -66,3 +66,22 @@ def test_one_in_place_rule_for_collection_compare_and_pre_check():
         assert _in_place(f"Tensor.{op}.0.forward") is changes, op                # the compare's judge
         assert ApiCase(f"Tensor.{op}.0", f"Tensor.{op}", "pytorch").inplace is changes, op  # the pre-check
     assert is_inplace("Distributed.all_reduce", None) and is_inplace("Functional.relu", {"inplace": True})
+
+
+def test_plugins_do_not_reach_into_each_other():
+    """A plugin distribution imports probe_core.api, its own package and libraries, never another plugin's
+    modules (the collectors' ``TrainerMon`` re-export of probe-monitor, a declared dependency, aside)."""
+    packages = {root.parent.name: {p.name for p in root.iterdir() if (p / "__init__.py").is_file()}
+                for root in [*REPO.glob("plugins/*/src"), REPO / "probe_torch" / "src", REPO / "probe_mindspore" / "src"]}
+    ours = {name for names in packages.values() for name in names}
+    found = []
+    for folder, own in packages.items():
+        root = REPO / ("plugins/" + folder if (REPO / "plugins" / folder).is_dir() else folder) / "src"
+        for path in root.rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                module = node.module if isinstance(node, ast.ImportFrom) and not node.level else None
+                top = (module or "").split(".")[0]
+                if top in ours - own and not (module or "").startswith(("probe_monitor.torch_monitor",
+                                                                        "probe_monitor.mindspore_monitor")):
+                    found.append(f"{path.relative_to(REPO)}:{node.lineno}: {module}")
+    assert found == [], "\n".join(found)

@@ -35,9 +35,10 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from probe_core.errors import CompareError, ConfigError, PluginError
+from probe_core.errors import CompareError, ConfigError, DumpError, PluginError
 
 if TYPE_CHECKING:  # pragma: no cover
     from probe_core.collect.tensors import TensorOps, TensorSink
@@ -162,6 +163,12 @@ class DataMode:
     graph_task: str = "summary"
     #: What the colour legend says is compared (``"statistics error of inputs/outputs"``).
     legend: str = "values of inputs/outputs"
+
+    def load_tensor(self, path: Path | None, leaf_name: str) -> Any:
+        """The tensor file ``path`` a record of this mode names, as a numpy array (modes that save tensors
+        override it; tools such as the pre-check read real inputs through it). The default: the mode
+        saves none."""
+        raise DumpError(f"{leaf_name}: a {self.name} dump holds no tensor files; dump with task \"tensor\"")
 
     def tool_tips(self) -> dict[str, str]:
         """What the viewer shows when hovering a metric name."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,12 +63,17 @@ def _plant(data: np.ndarray, low: Any, high: Any, rng: np.random.Generator) -> N
         data[0] = high
 
 
-def generate(spec: TensorSpec, rng: np.random.Generator) -> np.ndarray:
-    """Values for one recorded tensor: its file in tensor mode, otherwise drawn from its statistics."""
-    if spec.path:
-        from probe_modes.tensor_io import load_array
+#: ``(path, leaf name) -> numpy array``: the dump's data mode reading its tensor files (``DataMode.load_tensor``)
+TensorLoader = Callable[[Path, str], np.ndarray]
 
-        data = load_array(Path(spec.path), spec.name)
+
+def generate(spec: TensorSpec, rng: np.random.Generator, load: TensorLoader | None = None) -> np.ndarray:
+    """Values for one recorded tensor: its file in tensor mode (read by ``load``), otherwise drawn from its
+    statistics."""
+    if spec.path:
+        if load is None:
+            raise SkipApi(f"{spec.name}: no installed data mode reads this dump's tensor files")
+        data = load(Path(spec.path), spec.name)
         if tuple(data.shape) != spec.shape:
             raise SkipApi(f"{spec.name}: the tensor file holds shape {list(data.shape)}, dump.json says "
                           f"{list(spec.shape)}")
@@ -101,27 +107,28 @@ def caveat(spec: TensorSpec) -> str:
     return ""
 
 
-def _gradient(output: Any, recorded: Any, rng: np.random.Generator) -> np.ndarray | None:
+def _gradient(output: Any, recorded: Any, rng: np.random.Generator, load: TensorLoader | None) -> np.ndarray | None:
     if not isinstance(output, TensorSpec) or not is_float(output.dtype):
         return None
     usable = isinstance(recorded, TensorSpec) and (recorded.path or recorded.min is not None)
     if usable and recorded.shape == output.shape:
-        return generate(recorded, rng).astype(np.float64)
+        return generate(recorded, rng, load).astype(np.float64)
     return rng.uniform(-1.0, 1.0, output.shape)
 
 
-def make_inputs(case: ApiCase, seed: int) -> Inputs:
-    """The case's arguments and output gradients (raises :class:`SkipApi` when they cannot be made)."""
+def make_inputs(case: ApiCase, seed: int, load: TensorLoader | None = None) -> Inputs:
+    """The case's arguments and output gradients (raises :class:`SkipApi` when they cannot be made); ``load``
+    reads the real tensors of a tensor-mode dump."""
     rng = case_rng(case, seed)
     notes = []
 
     def array(spec: TensorSpec) -> Array:
         notes.append(caveat(spec))
-        return Array(generate(spec, rng), spec.dtype, spec.name)
+        return Array(generate(spec, rng, load), spec.dtype, spec.name)
 
     args, kwargs = map_leaves(case.args, array), map_leaves(case.kwargs, array)
     recorded = list(case.grads or ())
     recorded += [None] * (len(case.outputs) - len(recorded))
-    grads = tuple(_gradient(out, rec, rng) for out, rec in zip(case.outputs, recorded))
+    grads = tuple(_gradient(out, rec, rng, load) for out, rec in zip(case.outputs, recorded))
     notes += [caveat(rec) for rec in recorded if isinstance(rec, TensorSpec) and rec.missing]
     return Inputs(args, kwargs, grads, tuple(note for note in notes if note))

@@ -15,10 +15,12 @@ from typing import Any
 
 import numpy as np
 
+from probe_core.api import ProbeError
+
 from probe_acc_check.backend import Options, Run, load_backend
 from probe_acc_check.cases import ApiCase, dedupe, missing_files, open_dump, read_cases, select
 from probe_acc_check.errors import AccCheckError, SkipApi, first_line
-from probe_acc_check.inputs import make_inputs
+from probe_acc_check.inputs import TensorLoader, make_inputs
 from probe_acc_check.judge import judge_run, skipped
 from probe_acc_check.report import summarize
 from probe_acc_check.results import ResultFiles
@@ -45,6 +47,7 @@ class CheckOptions:
     executor: str = "local"  # or "dask": the APIs run on a Dask cluster (probe_core.executor)
     scheduler: str | None = None  # the cluster's scheduler; None: a local cluster of `workers` processes
     generate_missing: bool = False  # tensor files dump.json names but the dump lacks: generate, don't refuse
+    mode: str = ""  # the dump's data mode (its load_tensor reads the tensor files); set by run_check
 
     def backend_options(self, device: str) -> Options:
         return Options(device, self.dtype, keep_inputs=self.save_error_data)
@@ -57,12 +60,23 @@ class CheckOptions:
         return [f"{kind}:{index}" if kind != "cpu" else "cpu" for index in self.device_ids]
 
 
-def run_case(case: ApiCase, backend: Any, seed: int) -> Run | str:
-    """Run one case on ``backend``: its :class:`Run`, or why it was skipped. Never raises for the API's sake."""
+def tensor_loader(mode: str, registry: Any = None) -> TensorLoader | None:
+    """How the dump's data mode reads its tensor files (``DataMode.load_tensor``); ``None`` without one."""
+    if not mode:
+        return None
+    from probe_core.api import current_registry
+
+    spec = (registry or current_registry()).data_modes.get(mode)
+    return spec.load().load_tensor if spec is not None else None
+
+
+def run_case(case: ApiCase, backend: Any, seed: int, load: TensorLoader | None = None) -> Run | str:
+    """Run one case on ``backend`` (tensor files read by ``load``): its :class:`Run`, or why it was skipped.
+    Never raises for the API's sake."""
     if case.skip:
         return case.skip
     try:
-        inputs = make_inputs(case, seed)
+        inputs = make_inputs(case, seed, load)
         run = backend.run(case, inputs)
         return replace(run, note="; ".join(filter(None, (*inputs.notes, run.note)))) if inputs.notes else run
     except SkipApi as exc:
@@ -83,7 +97,8 @@ def _outcomes(cases: list[ApiCase], framework: str, options: CheckOptions, regis
 
         return in_workers(cases, framework, options)
     backend = load_backend(framework, options.backend_options(options.devices()[0]), registry)
-    return (run_case(case, backend, options.seed) for case in cases)
+    load = tensor_loader(options.mode, registry)
+    return (run_case(case, backend, options.seed, load) for case in cases)
 
 
 def _standards(registry: Any) -> list[tuple[str, Any]]:
@@ -135,6 +150,10 @@ def run_check(options: CheckOptions, registry: Any, progress: Any = None) -> dic
         files, done = None, set()
     todo = [case for case in cases if case.name not in done]
     framework = dump.framework or "pytorch"
+    try:
+        options = replace(options, mode=dump.mode(registry).name)
+    except ProbeError:  # no installed mode reads it: an API whose tensors are files is a skipped row saying so
+        pass
     outcomes = _outcomes(todo, framework, options, registry)
     files = files or ResultFiles.create(options.out_path)
     total, count = len(cases), len(cases) - len(todo)

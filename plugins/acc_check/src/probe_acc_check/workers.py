@@ -27,6 +27,8 @@ _STATE: dict[str, Any] = {}
 
 
 def _init(framework: str, options: Any, counter: Any) -> None:
+    from probe_acc_check.runner import tensor_loader
+
     threads = max(1, (os.cpu_count() or 1) // options.workers)
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
     with counter.get_lock():
@@ -38,6 +40,7 @@ def _init(framework: str, options: Any, counter: Any) -> None:
     except AccCheckError as exc:
         _STATE["error"] = exc
     _STATE["seed"] = options.seed
+    _STATE["load"] = tensor_loader(options.mode)
 
 
 def _run(case: ApiCase) -> Run | str:
@@ -45,7 +48,7 @@ def _run(case: ApiCase) -> Run | str:
 
     if "error" in _STATE:
         raise _STATE["error"]
-    return run_case(case, _STATE["backend"], _STATE["seed"])
+    return run_case(case, _STATE["backend"], _STATE["seed"], _STATE["load"])
 
 
 def in_workers(cases: list[ApiCase], framework: str, options: Any) -> Iterator[Run | str]:
@@ -74,13 +77,14 @@ _BACKENDS: dict[tuple, Any] = {}  # a cluster worker's backends, kept between it
 
 
 def _run_batch(cases: list[ApiCase], framework: str, options: Any) -> list[Run | str]:
-    from probe_acc_check.runner import run_case
+    from probe_acc_check.runner import run_case, tensor_loader
 
     key = (framework, options.device, options.dtype, options.save_error_data)
     backend = _BACKENDS.get(key)
     if backend is None:
         backend = _BACKENDS[key] = load_backend(framework, options.backend_options(options.device))
-    return [run_case(case, backend, options.seed) for case in cases]
+    load = tensor_loader(options.mode)
+    return [run_case(case, backend, options.seed, load) for case in cases]
 
 
 def on_cluster(cases: list[ApiCase], framework: str, options: Any) -> Iterator[Run | str]:

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from probe_core.api import (
     as_float, ComparatorSpec, DataMode, DataModeSpec, ERROR, hookimpl, metric_values, RowResult, WARNING,
 )
 from probe_modes.statistics import DIVERGENCE_ATOL, DIVERGENCE_RTOL, StatisticsMode
+from probe_modes.tensor_io import load_array
 
 THOUSANDTH_INPUT_MIN = 0.9    # error: inputs' ratio above this ...
 THOUSANDTH_OUTPUT_MAX = 0.6   # ... and an output's below this
@@ -41,6 +43,9 @@ class TensorMode(StatisticsMode):
 
     def extend(self, record: dict[str, Any], tensor: Any, ops: Any, sink: Any, label: str) -> None:
         record["data_name"] = sink.save_tensor(tensor, label)
+
+    def load_tensor(self, path: Path | None, leaf_name: str) -> Any:
+        return load_array(path, leaf_name)
 
     def recognises(self, task: str, record: Mapping[str, Any] | None) -> bool:
         return task == "tensor" or (record is not None and bool(record.get("data_name")) and task != "statistics")
