@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.config_check.conftest import run_probe
+from tests.config_check.conftest import REPO, run_probe
 from tests.plugins.conftest import PACKAGES, TRAIN_SMALL, error_lines, pip_install, write_config
 
 
@@ -59,3 +59,20 @@ def test_config_framework_is_one_an_installed_collector_collects(tmp_path):
     (line,) = error_lines(refused.stderr)
     assert refused.returncode == 2 and 'key "framework": "jax" is not allowed; allowed values: "mindspore", ' \
                                        '"pytorch"' in line
+
+
+def test_a_plugin_adds_a_statistic_the_monitor_records(open_site, tmp_path):
+    monitor_train = REPO / "tests" / "monitor" / "scripts" / "train.py"
+    config = write_config(tmp_path / "monitor.json", {"targets": {}, "wg_distribution": True,
+                                                      "ops": ["norm", "kurtosis"]})
+    done = run_probe("run", "--task", "monitor", "-c", config, "--dump-path", tmp_path / "mon", monitor_train,
+                     "--steps", "2", pythonpath=[open_site], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    files = sorted((tmp_path / "mon" / "rank0").glob("grad_unreduced_*.csv"))
+    rows = [row for path in files for row in csv.DictReader(path.open(newline=""))]
+    assert rows and {"norm", "kurtosis"} <= set(rows[0])
+    assert all(float(row["kurtosis"]) > 0 for row in rows)  # a kurtosis: positive, finite
+    refused = run_probe("run", "--task", "monitor", "-c", config, "--dump-path", tmp_path / "mon2", monitor_train,
+                        "--steps", "2", cwd=tmp_path)
+    assert refused.returncode == 2 and 'key "ops": "kurtosis" is not allowed' in refused.stderr
+    assert '"nans"' in refused.stderr and "Traceback" not in refused.stderr

@@ -29,7 +29,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "probe_core.specs": (
         "AccBackendSpec", "AccStandardSpec", "CheckContext", "CheckRow", "CheckerSpec", "CollectorSpec", "CommandSpec",
         "ComparatorSpec", "ConfigKey", "ConfigSectionSpec", "DataModeSpec", "GraphMergerSpec", "Json", "LoadableSpec",
-        "MonitorWriterSpec", "RunRequest", "RunTaskSpec"),
+        "MonitorStatSpec", "MonitorWriterSpec", "RunRequest", "RunTaskSpec"),
     "probe_core.errors": ("CheckError", "CollectionError", "CompareError", "ConfigError", "DumpError", "GraphError",
                           "PluginError", "ProbeError"),
     "probe_core.plugins": ("ProbeWarning", "Registry", "current_registry"),

@@ -24,6 +24,7 @@ import pluggy
 from probe_core.specs import (
     AccBackendSpec,
     AccStandardSpec,
+    MonitorStatSpec,
     CheckerSpec,
     CollectorSpec,
     CommandSpec,
@@ -128,6 +129,16 @@ def probe_monitor_writers() -> list[MonitorWriterSpec]:
     Called once per registry build, when a monitor starts. Return
     :class:`~probe_core.specs.MonitorWriterSpec` objects; the monitor
     config's ``format`` names the one to use.
+    """
+
+
+@hookspec
+def probe_monitor_stats() -> list[MonitorStatSpec]:
+    """Register statistics the training-state monitor records per tensor beyond its own (min, max, mean,
+    norm, zeros, nans): a kurtosis of gradients, a share of outliers, ...
+
+    Called once per registry build, when a monitor starts. Return
+    :class:`~probe_core.specs.MonitorStatSpec` objects; the monitor config's ``ops`` names them.
     """
 
 

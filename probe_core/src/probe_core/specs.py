@@ -230,6 +230,16 @@ class MonitorWriterSpec(LoadableSpec):
 
 
 @dataclass(frozen=True)
+class MonitorStatSpec(LoadableSpec):
+    """A statistic the training-state monitor can record per tensor (its config's ``ops`` names it).
+
+    ``load`` returns ``{framework: fn(tensor, eps) -> 0-d tensor}``: how each framework's monitor
+    computes it on the tensor's device (``eps`` is the config's). A monitor whose framework the
+    mapping lacks refuses a config naming it.
+    """
+
+
+@dataclass(frozen=True)
 class AccBackendSpec(LoadableSpec):
     """A framework backend of the offline API pre-check: re-runs the APIs of ``framework``'s dumps
     (dump.json's ``"framework"``) on the device under test and on a float64 CPU benchmark.
@@ -298,6 +308,7 @@ SPEC_FAMILIES: dict[str, type] = {
     "commands": CommandSpec,
     "config_sections": ConfigSectionSpec,
     "monitor_writers": MonitorWriterSpec,
+    "monitor_stats": MonitorStatSpec,
     "acc_standards": AccStandardSpec,
     "acc_backends": AccBackendSpec,
     "run_tasks": RunTaskSpec,

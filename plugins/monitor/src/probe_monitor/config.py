@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from probe_core.api import ConfigError, ConfigKey, ConfigSectionSpec, ProbeWarning, read_config, validate_config
 
-#: Statistics a monitor can record per tensor, in the order a config lists them.
+#: Statistics every monitor records per tensor (plugins add more: hook ``probe_monitor_stats``).
 OPS = ("min", "max", "mean", "norm", "zeros", "nans")
 #: msprobe keys probe accepts and ignores (with a warning).
 IGNORED = ("ur_distribution", "mg_direction", "stack_info", "squash_name", "monitor_mbs_grad", "param_count")
@@ -38,9 +38,33 @@ def _ranks(value: list) -> str | None:
 
 
 def _ops(value: list) -> str | None:
-    if not value:
-        return f"must name at least one statistic among {', '.join(OPS)}"
+    if not value or not all(isinstance(op, str) for op in value):
+        return f"must name at least one statistic among {', '.join(OPS)} (or one a plugin adds)"
     return None if len(set(value)) == len(value) else "names a statistic twice"
+
+
+def plugin_stats(config: MonitorConfig, registry: Any, framework: str) -> dict[str, Any]:
+    """The config's ``ops`` that plugins bring (``probe_monitor_stats``), as ``framework``'s functions
+    ``fn(tensor, eps)``; one not computed for ``framework`` is a :class:`ConfigError` naming those it is."""
+    if registry is None:
+        from probe_core.api import current_registry
+
+        registry = current_registry()
+    specs = registry.family("monitor_stats")
+    found = {}
+    for op in config.ops:
+        if op in OPS:
+            continue
+        spec = specs.get(op)
+        if spec is None:  # a config checked against another registry
+            allowed = ", ".join(f'"{name}"' for name in (*OPS, *specs))
+            raise ConfigError(f'{config.source}: key "ops": "{op}" is not allowed; allowed values: {allowed}')
+        functions = spec.load()
+        if framework not in functions:
+            raise ConfigError(f'{config.source}: key "ops": "{op}" (plugin {spec.plugin}) is not computed for '
+                              f"{framework}; it is for: {', '.join(functions) or 'no framework'}")
+        found[op] = functions[framework]
+    return found
 
 
 def _ndigits(value: Any) -> str | None:
@@ -79,7 +103,8 @@ KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("all_xy", bool, False, doc="activations of every module, whatever targets says"),
     ConfigKey("forward_only", bool, False, doc="activations only, no activation gradients"),
     ConfigKey("backward_only", bool, False, doc="activation gradients only"),
-    ConfigKey("ops", list, ["min", "max", "mean", "norm"], choices=OPS, check=_ops, doc="statistics per tensor"),
+    ConfigKey("ops", list, ["min", "max", "mean", "norm"], check=_ops,
+              doc="statistics per tensor: " + ", ".join(OPS) + " and those plugins add (probe plugins lists them)"),
     ConfigKey("eps", (int, float), 1e-8, doc="|x| below eps counts as zero for the zeros statistic"),
     ConfigKey("ndigits", (int, type(None)), None, check=_ndigits, doc="round CSV values (msprobe: 6); null: full float32 precision"),
     ConfigKey("format", str, "csv", doc="the writer: csv, tensorboard or a third-party one (probe plugins)"),
@@ -149,14 +174,27 @@ class MonitorConfig:
 RUN_DEFAULTS = {"wg_distribution": True, "param_distribution": True, "mv_distribution": True}
 
 
-def load_monitor_config(path: str | Path | None, defaults: Mapping[str, Any] | None = None) -> MonitorConfig:
-    """Read and validate a monitor config; ``defaults`` stand in when ``path`` is None."""
+def load_monitor_config(path: str | Path | None, defaults: Mapping[str, Any] | None = None,
+                        registry: Any = None) -> MonitorConfig:
+    """Read and validate a monitor config (its ``ops`` against the statistics built in and those the
+    ``registry``'s plugins add); ``defaults`` stand in when ``path`` is None."""
     raw = read_config(path) if path is not None else dict(defaults or {})
-    return parse_monitor_config(raw, str(path) if path is not None else "<defaults>")
+    return parse_monitor_config(raw, str(path) if path is not None else "<defaults>", registry)
 
 
-def parse_monitor_config(raw: Mapping[str, Any], source: str) -> MonitorConfig:
-    top = validate_config(raw, {"": SECTION}, source).top
+def _section(registry: Any) -> ConfigSectionSpec:
+    """:data:`SECTION` with ``ops`` taking the built-in statistics and those of ``probe_monitor_stats``."""
+    if registry is None:
+        from probe_core.api import current_registry
+
+        registry = current_registry()
+    allowed = OPS + tuple(name for name in registry.family("monitor_stats") if name not in OPS)
+    return replace(SECTION, keys=tuple(replace(key, choices=allowed) if key.name == "ops" else key
+                                       for key in SECTION.keys))
+
+
+def parse_monitor_config(raw: Mapping[str, Any], source: str, registry: Any = None) -> MonitorConfig:
+    top = validate_config(raw, {"": _section(registry)}, source).top
     for name in IGNORED:
         if raw.get(name) not in (None, False):
             warnings.warn(f'{source}: key "{name}" is an msprobe option probe-monitor does not implement; '

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from probe_core.api import ProbeError, spans, writing
+
 from probe_monitor.anomalies import AnomalyLog
-from probe_monitor.config import MonitorConfig, load_monitor_config
+from probe_monitor.config import MonitorConfig, load_monitor_config, plugin_stats
 from probe_monitor.output import open_output
 from probe_monitor.records import Row
 from probe_monitor.writers import WriterContext, open_writer
@@ -31,7 +32,11 @@ DEFAULT_OUTPUT = "./monitor_output"
 
 
 class TensorBackend(Protocol):
-    """The tensor operations a framework supplies."""
+    """The tensor operations a framework supplies; ``framework`` names it (``pytorch``), ``extra`` holds the
+    statistics plugins add (``name -> fn(tensor, eps)``, set by the engine from the config's ``ops``)."""
+
+    framework: str
+    extra: dict[str, Any]
 
     def stats(self, tensor: Any, ops: tuple[str, ...], eps: float) -> Any:
         """A float32 vector on the tensor's device, one value per op (no host sync)."""
@@ -87,7 +92,9 @@ class MonitorEngine:
     # -- configuration ------------------------------------------------------------------------------
 
     def _apply(self, config: MonitorConfig) -> None:
-        """Take ``config`` on; what can fail (the folder, the writer) happens before anything changes."""
+        """Take ``config`` on; what can fail (the statistics, the folder, the writer) happens before anything
+        changes."""
+        extra = plugin_stats(config, self.registry, self.backend.framework)
         records = not config.module_ranks or self.rank in config.module_ranks
         if records and self.folder is None:
             self.folder, self._lock = open_output(self.root, self.rank, config.overwrite)
@@ -98,6 +105,7 @@ class MonitorEngine:
                 self.writer.close()
             self.writer, self._format = writer, config.format
         self.config, self.ops, self.records_rank = config, config.ops, records
+        self.backend.extra = extra
         if self.anomalies is not None:
             self.anomalies.rules = config.rules
         self.active = self._is_active()
@@ -122,7 +130,7 @@ class MonitorEngine:
             return
         self._config_mtime = mtime
         try:
-            config = load_monitor_config(self.config_path)
+            config = load_monitor_config(self.config_path, registry=self.registry)
             self._apply(config)
         except ProbeError as exc:  # a typo saved while training runs: said once per edit, never fatal
             print(f"probe monitor: the live config edit is ignored, the monitor goes on with the last good config: "

@@ -33,6 +33,9 @@ def current_rank() -> int:
 class MindSporeBackend:
     """Statistics as one float32 vector on the tensor's device; one ``asnumpy`` per step."""
 
+    framework = "mindspore"
+    extra: dict[str, Any] = {}  # statistics plugins add: name -> fn(tensor, eps) (set by the engine)
+
     def stats(self, tensor: Any, names: tuple[str, ...], eps: float) -> Any:
         if tensor.size == 0:
             return ops.full((len(names),), math.nan, dtype=ms.float32)
@@ -40,7 +43,8 @@ class MindSporeBackend:
         values = {"min": lambda: x.min(), "max": lambda: x.max(), "mean": lambda: x.mean(),
                   "norm": lambda: ops.norm(x), "zeros": lambda: (ops.abs(x) < eps).astype(ms.float32).mean(),
                   "nans": lambda: ops.isnan(x).astype(ms.float32).sum()}
-        return ops.stack([values[name]().reshape(()) for name in names])
+        values.update({name: (lambda fn=fn: fn(x, eps)) for name, fn in self.extra.items()})
+        return ops.stack([values[name]().reshape(()).astype(ms.float32) for name in names])
 
     def fetch(self, vectors: list[Any]) -> list[list[float]]:
         return ops.stack(vectors).asnumpy().tolist() if vectors else []

@@ -23,7 +23,7 @@ from probe_monitor.errors import MonitorError
 
 def attach(request: RunRequest) -> Any:
     """The run task's ``attach``: build the framework's monitor before the script starts."""
-    config = load_monitor_config(request.config, RUN_DEFAULTS)
+    config = load_monitor_config(request.config, RUN_DEFAULTS, request.registry)
     if request.overwrite:  # probe run --overwrite
         config = replace(config, overwrite=True)
     if request.framework == "mindspore":

@@ -44,6 +44,9 @@ def current_rank() -> int:
 class TorchBackend:
     """Statistics as one float32 vector on the tensor's device; one transfer per device per step."""
 
+    framework = "pytorch"
+    extra: dict[str, Any] = {}  # statistics plugins add: name -> fn(tensor, eps) (set by the engine)
+
     def stats(self, tensor: torch.Tensor, ops: tuple[str, ...], eps: float) -> torch.Tensor:
         x = tensor.detach()
         if x.numel() == 0:
@@ -62,6 +65,8 @@ class TorchBackend:
                 values[op] = (x.abs() < eps).sum() / x.numel()
             elif op == "nans":
                 values[op] = torch.isnan(x).sum()
+            elif op not in values:
+                values[op] = self.extra[op](x, eps)
         return torch.stack([values[op].to(torch.float32) for op in ops])
 
     def fetch(self, vectors: list[torch.Tensor]) -> list[list[float]]:

@@ -30,7 +30,7 @@ class TrainerMonBase:
                  params_have_main_grad: bool = True, opt_ty: str | None = None, *,
                  output_dir: str | os.PathLike[str] | None = None, registry: Any = None) -> None:
         self.config_path = str(config_file_path)
-        self.config = load_monitor_config(config_file_path)
+        self.config = load_monitor_config(config_file_path, registry=registry)
         self.params_have_main_grad = params_have_main_grad
         self.process_group, self.opt_ty, self.output_dir = process_group, opt_ty, output_dir
         self.registry = registry
