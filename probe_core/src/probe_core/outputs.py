@@ -8,6 +8,8 @@
   (``O_EXCL``, no symbolic link followed); :func:`unique_path` picks a name
   that is free, so two commands started in the same second into one folder
   keep both results (``name.csv``, then ``name_1.csv``, ...).
+- :func:`replaced_whole` gives a temporary name renamed over a file when it is complete, so a full
+  disk leaves the old file, never a half-written one.
 - :func:`writing` turns an ``OSError`` met while writing (a full disk, a
   folder made read-only mid-way) into one line that says what was written
   completely and what was not.
@@ -120,6 +122,21 @@ def create_exclusive(folder: str | os.PathLike, name: str, mode: str = "w", *, e
             continue
         return path, open(fd, mode, **kwargs)
     raise OutputError(f"{folder}: no free name for {name}; clean the folder")
+
+
+@contextmanager
+def replaced_whole(path: Path) -> Iterator[Path]:
+    """A temporary name next to ``path`` to write to: renamed to ``path`` when the block ends, removed when it
+    fails, so ``path`` is either its old self or complete (never half-written after a full disk)."""
+    path = Path(path)
+    tmp = path.parent / f".{path.name}.{os.urandom(4).hex()}.tmp"
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666))  # umask applies
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 def write_new(folder: str | os.PathLike, name: str, text: str) -> Path:

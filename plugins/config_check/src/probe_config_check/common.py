@@ -1,12 +1,9 @@
-"""Helpers the checkers share: value normalisation, mapping diffs, and writing a file whole or not at all."""
+"""Helpers the checkers share: value normalisation and mapping diffs."""
 
 from __future__ import annotations
 
 import math
-import os
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from probe_core.api import CheckRow
@@ -54,17 +51,3 @@ def diff_rows(bench: Mapping[str, Any], target: Mapping[str, Any],
 def option_list(options: Mapping[str, Any], key: str) -> list[str]:
     value = options.get(key, [])
     return [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]
-
-
-@contextmanager
-def replaced_whole(path: Path) -> Iterator[Path]:
-    """A temporary name next to ``path`` to write to: renamed to ``path`` when the block ends, removed when it
-    fails, so ``path`` is either its old self or complete (never half-written after a full disk)."""
-    tmp = path.parent / f".{path.name}.{os.urandom(4).hex()}.tmp"
-    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666))  # umask applies
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)

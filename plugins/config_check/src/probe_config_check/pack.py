@@ -31,10 +31,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from probe_core.api import CheckError, loads, OutputError, prepare_output_dir, writing
+from probe_core.api import CheckError, loads, OutputError, prepare_output_dir, replaced_whole, writing
 
 from probe_config_check import msprobe_layout
-from probe_config_check.common import replaced_whole
 from probe_config_check.safezip import checked_members, open_zip, read_member
 
 FORMAT = "probe-config-check"

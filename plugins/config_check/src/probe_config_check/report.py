@@ -11,9 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from probe_core.api import CheckError, CheckRow, prepare_output_dir, ProbeWarning, Registry, writing
+from probe_core.api import CheckError, CheckRow, prepare_output_dir, ProbeWarning, Registry, replaced_whole, writing
 
-from probe_config_check.common import replaced_whole
 from probe_config_check.pack import read_pack
 from probe_config_check.safezip import safe_extract
 

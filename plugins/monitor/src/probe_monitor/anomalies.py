@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import statistics
 import sys
 from collections import deque
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from probe_core.api import replaced_whole
 
 from probe_monitor.config import SpikeRule
 from probe_monitor.records import Row, chain_index, non_finite
@@ -79,9 +80,8 @@ class AnomalyLog:
             if len(new) > PRINTED:
                 print(f"probe monitor: step {step} rank {self.rank}: {len(new) - PRINTED} more anomalies in {self.path}",
                       file=sys.stderr, flush=True)
-            temporary = self.path.with_name(f".{FILE}.tmp")  # replaced whole: a full disk never truncates it
-            temporary.write_text(json.dumps([asdict(a) for a in self.found], indent=1))
-            os.replace(temporary, self.path)
+            with replaced_whole(self.path) as temporary:  # a full disk never truncates it
+                temporary.write_text(json.dumps([asdict(a) for a in self.found], indent=1))
         return new
 
     def _anomaly(self, step: int, row: Row, kind: str, stat: str, detail: str) -> Anomaly:
