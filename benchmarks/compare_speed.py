@@ -6,7 +6,9 @@ float32 elements, .pt files), times ``probe compare`` on each (CSV only, and
 with the XLSX too), and — when ``msprobe`` (mindstudio-probe) is found —
 ``msprobe compare`` on the same pairs in the same run, then prints the
 ratios. Peak memory is the compare process' max RSS, set against the size of
-the two dumps' files.
+the two dumps' files. The statistics pair is also compared with one third-party
+comparator installed that has no column form (docs/plugins.md's example): its
+cost against the plain compare is printed (goal: at most 1.3x).
 
     python benchmarks/compare_speed.py [--entries N] [--tensors N] [--elements N] [--noise R]
                                        [--msprobe PATH] [--workdir DIR] [--skip-tensor] [--skip-statistics]
@@ -121,11 +123,57 @@ def find_msprobe(given: str | None) -> str | None:
     return None
 
 
+#: docs/plugins.md's comparator example, as a third party ships it: ``compare`` and ``judge``, no column form.
+THIRD_PARTY = '''
+from probe_core.api import ComparatorSpec, hookimpl
+
+
+class AbsMeanDiff:
+    columns = ["AbsMeanDiff"]
+
+    def compare(self, pair):
+        if pair.npu.mean is None or pair.bench.mean is None:
+            return {}
+        return {"AbsMeanDiff": abs(pair.npu.mean - pair.bench.mean)}
+
+    def judge(self, row):
+        value = row.metrics.get("AbsMeanDiff")
+        if isinstance(value, float) and value > 1e-3:
+            return "warning", f"mean moved by {value:.3g}"
+        return None
+
+
+class AbsMeanPlugin:
+    @hookimpl
+    def probe_comparators(self):
+        return [ComparatorSpec("absmean", "statistics", "|mean difference|", AbsMeanDiff)]
+
+
+plugin = AbsMeanPlugin()
+'''
+
+
+def third_party_path(folder: Path) -> str:
+    """A folder holding the example comparator as an installed distribution (its module and a dist-info
+    with the entry point), to put on PYTHONPATH: the compare finds it as it finds any pip-installed plugin."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "bench_absmean.py").write_text(THIRD_PARTY)
+    info = folder / "bench_absmean-0.1.dist-info"
+    info.mkdir(exist_ok=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: bench-absmean\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[probe]\nabsmean = bench_absmean:plugin\n")
+    return str(folder)
+
+
 def run_pair(label: str, target: Path, bench: Path, size: int, workdir: Path, msprobe: str | None,
-             workers: int) -> None:
+             workers: int, third_party: bool = False) -> None:
     probe = str(Path(sys.executable).parent / "probe")
     results, cpu = {}, {}
     runs = [("probe (csv)", [probe, "compare", "--quiet", target, bench, "-o", workdir / "p1"])]
+    if third_party:  # the same compare with one more comparator that has no column form
+        runs.append(("probe (csv, +row comparator)", ["env", f"PYTHONPATH={third_party_path(workdir / 'tp')}",
+                                                      probe, "compare", "--quiet", target, bench,
+                                                      "-o", workdir / "p4"]))
     if workers > 1:
         runs.append((f"probe (csv, --workers {workers})", [probe, "compare", "--quiet", "--workers",
                                                            str(workers), target, bench, "-o", workdir / "p2"]))
@@ -139,6 +187,10 @@ def run_pair(label: str, target: Path, bench: Path, size: int, workdir: Path, ms
         results[name], cpu[name] = seconds, cpu_seconds
         print(f"{name:32s} {seconds:8.2f} s wall {cpu_seconds:8.2f} s CPU   peak RSS {peak / 2**20:8.1f} MiB "
               f"= {peak / size:5.2f}x dump size")
+    if "probe (csv, +row comparator)" in results:
+        name = "probe (csv, +row comparator)"
+        print(f"third-party comparator without compare_columns costs {cpu[name] / cpu['probe (csv)']:.2f}x CPU, "
+              f"{results[name] / results['probe (csv)']:.2f}x wall (goal <= 1.3x)")
     if "msprobe (csv)" in results:
         for name, seconds in results.items():
             if name.startswith("probe"):
@@ -175,7 +227,7 @@ def main() -> None:
             print(f"generated the statistics pair ({args.entries} entries"
                   f"{f', noise {args.noise:g}' if args.noise else ''}) in {time.perf_counter() - start:.1f} s")
             run_pair(f"statistics, {args.entries} entries", target, bench, size, workdir / "out_stat", msprobe,
-                     args.workers)
+                     args.workers, third_party=True)
         if not args.skip_tensor:
             start = time.perf_counter()
             target = workdir / "tensor_target" / "rank0"

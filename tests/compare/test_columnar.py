@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import probe_core.compare.engine as engine
+from probe_core.api import ComparatorSpec, hookimpl
 from probe_core.compare.columnar import ColumnarCompare
 from probe_core.compare.engine import CompareOptions, run_compare
 from probe_core.plugins import load_registry
@@ -80,12 +81,12 @@ def _mutate(dump: dict) -> dict:
     return out
 
 
-def _run(target: Path, bench: Path, out: Path, path: type) -> tuple[str, dict]:
+def _run(target: Path, bench: Path, out: Path, path: type, registry=None) -> tuple[str, dict]:
     old = engine.ColumnarCompare
     engine.ColumnarCompare = path
     try:
         summary = run_compare(CompareOptions(target, bench, out, progress=False, stamp="20260101000000"),
-                              load_registry())
+                              registry or load_registry())
     finally:
         engine.ColumnarCompare = old
     csv = "".join(Path(r["csv"]).read_text() for r in summary["ranks"])
@@ -428,3 +429,38 @@ def _spy(path, read, seen):
     for item in read(path):
         seen.append((path, set(item[0]) if type(item[0]) is tuple else None))
         yield item
+
+
+class MaxMoved:
+    """A third-party comparator as docs/plugins.md shows one: ``compare`` and ``judge``, no column form."""
+
+    columns = ["MaxMoved"]
+
+    def compare(self, pair):
+        if not isinstance(pair.npu.max, float) or not isinstance(pair.bench.max, float):
+            return {}
+        return {"MaxMoved": abs(pair.npu.max - pair.bench.max)}
+
+    def judge(self, row):
+        value = row.metrics.get("MaxMoved")
+        return ("warning", f"max moved by {value:.3g}") if isinstance(value, float) and value > 0 else None
+
+
+class MaxMovedPlugin:
+    @hookimpl
+    def probe_comparators(self):
+        return [ComparatorSpec("max_moved", "statistics", "|max difference|", MaxMoved)]
+
+
+@pytest.mark.parametrize("dump", DUMPS[:1], ids=[p.relative_to(FIXTURES).parts[0] for p in DUMPS[:1]])
+def test_a_comparator_without_a_column_form_costs_only_its_rows(tmp_path, dump):
+    """The other comparators keep their column form: most entries still take the columnar path, the rows the
+    row comparator's judge raises are flagged as on the row path, and the CSVs are the same."""
+    target, bench = _mutated_pair(tmp_path, dump)
+    registry = load_registry(extra=[("max_moved", MaxMovedPlugin())])
+    Spy.taken = Spy.offered = 0
+    rows, _ = _run(target, bench, tmp_path / "rows", RowPath, registry)
+    columns, _ = _run(target, bench, tmp_path / "columns", Spy, registry)
+    assert columns == rows
+    assert "MaxMoved" in rows.splitlines()[0] and "max moved by" in rows
+    assert Spy.taken >= Spy.offered // 2, (Spy.taken, Spy.offered)

@@ -16,7 +16,10 @@ byte span; two entries are plain together when their signatures are the same obj
 
 Every other entry (one side only, a scalar, a malformed record, dtypes or shapes that differ, a redundant
 API) takes the row path, :func:`probe_core.compare.engine.compare_entry`, as does everything when a name
-map, tensor post-processing, ``--rules msprobe`` or a comparator without ``compare_columns`` is in play.
+map, tensor post-processing or ``--rules msprobe`` is in play. A comparator without ``compare_columns`` is
+called row by row on the plain entries (the others keep their column form), and a comparator's ``judge`` is
+asked about each plain row: an entry it raises takes the row path, so a third-party comparator costs its own
+rows, not the columnar path of every entry.
 Both paths give the same rows and facts (``tests/compare/test_columnar.py`` holds them to it on every test
 dump). The core holds no arrays itself: the columns are the mode's (the statistics mode brings numpy).
 """
@@ -28,10 +31,12 @@ from itertools import chain
 from dataclasses import dataclass
 from typing import Any
 
+from probe_core.compare.comparator import LeafPair
 from probe_core.compare.judge import RowLayout
-from probe_core.compare.rules import _is_redundant, api_op
+from probe_core.compare.rules import RowResult, _is_redundant, api_op
 from probe_core.dump import DumpEntry, EntryRef, RankDump
 from probe_core.dump.leaves import SECTIONS, TensorMeta
+from probe_core.errors import ProbeError
 from probe_core.modes import DataMode
 
 #: an entry's compact form: (interned signature, its statistics: four numbers per leaf)
@@ -378,8 +383,8 @@ class ColumnarCompare:
                  postprocess: Any = None) -> None:
         self.mode, self.comparators, self.postprocess = mode, list(comparators), postprocess
         self.active = (name_map is None and postprocess is None and rules == "noise" and mode.measures_noise()
-                       and bool(self.comparators) and all(c.columnar and c.judge is None for c in self.comparators)
-                       and type(mode).columns is not DataMode.columns)
+                       and bool(self.comparators) and type(mode).columns is not DataMode.columns)
+        self.judges = [c for c in self.comparators if c.judge is not None]
         self.forms = Forms()
         self.bench_forms: list[Form | None] = []
         self.rows: dict[int, Rows] = {}  # id(signature) -> its rows (Forms keeps the signatures)
@@ -442,21 +447,30 @@ class ColumnarCompare:
                 continue
             out.append(Plain(*one, chunk, at))
             at += len(one[0].suffixes)
-        computed = self._columns(LeafPairs([plain for plain in out if plain is not None]))
+        taken = [plain for plain in out if plain is not None]
+        # each row's (target leaf, bench leaf), built once where a comparator reads rows one by one
+        leaves = [plain.leaves for plain in taken] if self.judges or not all(
+            c.columnar for c in self.comparators) else []
+        computed = self._columns(LeafPairs(taken), taken, leaves)
         if computed is None:
             return [None] * len(found)
         chunk.columns, chunk.errs = computed
         chunk.names = tuple(chunk.columns)
+        if self.judges:
+            judged = set(self._judged(taken, leaves, chunk))
+            return [None if plain is not None and plain.start in judged else plain for plain in out]
         return out
 
-    def _columns(self, rows: LeafPairs) -> tuple[dict[str, Sequence[Any]], list[float]] | None:
+    def _columns(self, rows: LeafPairs, taken: Sequence[Plain],
+                 leaves: Sequence[list[tuple[TensorMeta, TensorMeta]]]) -> tuple[dict[str, Sequence[Any]], list[float]] | None:
         sides = self.mode.columns(rows)
         if sides is None:
             return None
         target, bench = sides
         columns: dict[str, Sequence[Any]] = {}
         for comparator in self.comparators:
-            values = comparator.run_columns(target, bench)
+            values = (comparator.run_columns(target, bench) if comparator.columnar
+                      else self._row_columns(comparator, taken, leaves))
             if values is None:
                 return None
             columns.update(values)
@@ -464,3 +478,30 @@ class ColumnarCompare:
         if errs is None:
             return None
         return columns, list(errs)
+
+    def _row_columns(self, comparator: Any, taken: Sequence[Plain],
+                     leaves: Sequence[list[tuple[TensorMeta, TensorMeta]]]) -> dict[str, list[Any]] | None:
+        """A comparator without ``compare_columns``: its ``compare`` called on each row of the plain entries,
+        as the row path calls it (the other comparators keep their column form). ``None`` when it raised a
+        :class:`ProbeError` (the row path then says so with the row's name)."""
+        mode_name, run = self.mode.name, comparator.run
+        try:
+            found = [run(LeafPair(plain.name, npu, bench, mode_name))
+                     for plain, pairs in zip(taken, leaves) for npu, bench in pairs]
+        except ProbeError:
+            return None
+        return {column: [values.get(column) if values else None for values in found] for column in comparator.columns}
+
+    def _judged(self, taken: Sequence[Plain], leaves: Sequence[list[tuple[TensorMeta, TensorMeta]]],
+                chunk: Chunk) -> Iterator[int]:
+        """Comparators' ``judge`` on the rows of the plain entries: the start of each entry where one raises a
+        row; it takes the row path (which flags the row and says why), the others stay plain."""
+        columns = [(name, chunk.columns[name]) for name in chunk.names]
+        for plain, pairs in zip(taken, leaves):
+            at = plain.start
+            for npu, bench in pairs:
+                row = RowResult(npu, bench, {name: values[at] for name, values in columns})
+                at += 1
+                if any(comparator.run_judge(row) is not None for comparator in self.judges):
+                    yield plain.start
+                    break

@@ -34,9 +34,11 @@ and optionally:
     :mod:`probe_core.compare.columnar`), given the data mode's column form
     of both sides (``DataMode.columns``; the statistics mode's
     ``StatColumns``): each column's values, one per row, equal to what
-    ``compare`` gives row by row. Only when every comparator of the mode
-    has it (and the mode has a column form) do plain entries take the
-    columnar path.
+    ``compare`` gives row by row. Without it, ``compare`` is called on
+    each row of the plain entries while the other comparators keep their
+    column form; with a ``judge``, each plain row is also shown to it (an
+    entry it raises is compared again on the row path): a comparator
+    costs its own rows, never the columnar path of the others.
 
 Comparators run for the mode of the dumps (their spec's ``mode``), in the
 registry's ``(priority, name)`` order. ``pair.cache`` is shared by the
