@@ -1,4 +1,5 @@
-"""Generate probe's MindSpore -> PyTorch API name table (probe_core/compare/data/ms_pt_api.json).
+"""Generate probe's MindSpore -> PyTorch API name table (probe_mindspore/data/ms_pt_api.json,
+registered with the MindSpore<->PyTorch name maps by :mod:`probe_mindspore.names`).
 
 Run in the project venv (both frameworks installed): ``python scripts/gen_ms_pt_api_table.py``.
 
@@ -22,7 +23,7 @@ import json
 import sys
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parents[1] / "probe_core/src/probe_core/compare/data/ms_pt_api.json"
+OUT = Path(__file__).resolve().parents[1] / "probe_mindspore/src/probe_mindspore/data/ms_pt_api.json"
 
 #: Same computation, different name: (MindSpore name, PyTorch name).
 RENAMED = {

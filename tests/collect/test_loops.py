@@ -185,7 +185,7 @@ def test_an_empty_run_names_the_framework_the_script_ran(monkeypatch):
     from probe_core.collect.command import nothing_recorded_reasons
 
     config = types.SimpleNamespace(step=[], rank=[], list=[], scope=[])
-    collector = types.SimpleNamespace(framework="pytorch", forward_seen=False, compiled_frames=0,
+    collector = types.SimpleNamespace(framework="pytorch", forward_seen=False, unrecorded=lambda: [],
                                       session=types.SimpleNamespace(config=config, registry=current_registry()))
     monkeypatch.setitem(sys.modules, "mindspore", types.ModuleType("mindspore"))
     assert "pass --framework mindspore" in nothing_recorded_reasons(collector, 0)[0]

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import probe_core.compare.engine as engine
+import probe_core.compare.rank as rank
 from probe_core.api import ComparatorSpec, hookimpl
 from probe_core.compare.columnar import ColumnarCompare
 from probe_core.compare.engine import CompareOptions, run_compare
@@ -82,13 +83,13 @@ def _mutate(dump: dict) -> dict:
 
 
 def _run(target: Path, bench: Path, out: Path, path: type, registry=None) -> tuple[str, dict]:
-    old = engine.ColumnarCompare
-    engine.ColumnarCompare = path
+    old = rank.ColumnarCompare
+    rank.ColumnarCompare = path
     try:
         summary = run_compare(CompareOptions(target, bench, out, progress=False, stamp="20260101000000"),
                               registry or load_registry())
     finally:
-        engine.ColumnarCompare = old
+        rank.ColumnarCompare = old
     csv = "".join(Path(r["csv"]).read_text() for r in summary["ranks"])
     return csv, dict(summary, output=None, ranks=[dict(r, csv=None) for r in summary["ranks"]])
 
@@ -120,7 +121,7 @@ def test_columnar_and_row_paths_agree_on_msprobe_dumps(tmp_path, dump):
 def _graph_rows(target: Path, bench: Path, out: Path, path: type) -> list:
     import sqlite3
 
-    import probe_core.graph.precision as precision
+    import probe_graph.precision as precision
     from probe_core.cli import main
 
     old = precision.ColumnarCompare
@@ -234,7 +235,8 @@ def test_plain_facts_say_what_the_row_path_says(tmp_path):
     import pickle
 
     from probe_core.compare.comparator import load_comparators
-    from probe_core.compare.engine import compare_entry, detect_mode
+    from probe_core.compare.entries import compare_entry
+    from probe_core.compare.rank import detect_mode
     from probe_core.compare.judge import Reason, plain_facts
     from probe_core.dump.reader import RankDump
 
@@ -281,7 +283,7 @@ def test_rows_spooled_as_text_give_the_csv_of_rows_spooled_as_values(tmp_path, m
 
 
 def test_plain_rows_written_as_text_quote_as_the_csv_writer_does(tmp_path):
-    """Plain entries reach the CSV as text written a column at a time (engine.render_plains); names, dtypes and
+    """Plain entries reach the CSV as text written a column at a time (render.render_plains); names, dtypes and
     stacks with commas, quotes and line breaks are quoted as csv.writer quotes them."""
     names = ['Functional.lin,ear.0.forward', 'Torch.a"dd.0.forward', "Tensor.mul\r\n.0.forward", "Torch.neg.0.forward"]
     for side, scale in (("t", 1.0), ("b", 1.0001)):
@@ -295,13 +297,13 @@ def test_plain_rows_written_as_text_quote_as_the_csv_writer_does(tmp_path):
     Spy.taken = Spy.offered = 0
     texts = []
     for xlsx in (False, True):
-        old = engine.ColumnarCompare
-        engine.ColumnarCompare = Spy
+        old = rank.ColumnarCompare
+        rank.ColumnarCompare = Spy
         try:
             summary = run_compare(CompareOptions(tmp_path / "t", tmp_path / "b", tmp_path / f"out{xlsx}",
                                                  progress=False, stamp="20260101000000", xlsx=xlsx), load_registry())
         finally:
-            engine.ColumnarCompare = old
+            rank.ColumnarCompare = old
         texts.append(Path(summary["ranks"][0]["csv"]).read_text())
     assert texts[0] == texts[1]
     assert Spy.taken == 2 * len(names)  # every entry plain, on both runs

@@ -116,14 +116,14 @@ def test_identical_dumps_pass_and_workers_give_the_same_csv(tmp_path):
     target, bench = pair(tmp_path, "statistics", scale=1.0)
     one = compare(target, bench, tmp_path / "one")
     assert one["first_divergence"] is None and one["counts"]["error"] == one["counts"]["warning"] == 0
-    import probe_core.compare.engine as engine
+    import probe_core.compare.chunks as chunks
 
-    old = engine.CHUNK_ENTRIES
-    engine.CHUNK_ENTRIES = 2
+    old = chunks.CHUNK_ENTRIES
+    chunks.CHUNK_ENTRIES = 2
     try:
         compare(target, bench, tmp_path / "two", workers=2)
     finally:
-        engine.CHUNK_ENTRIES = old
+        chunks.CHUNK_ENTRIES = old
     assert (result_csv(tmp_path / "one")).read_text() == \
         (result_csv(tmp_path / "two")).read_text()
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from probe_core.compare.engine import CompareOptions, run_compare
-from probe_core.graph.service import GraphOptions, run_graph
 from probe_core.plugins import load_registry
+from probe_graph.service import GraphOptions, run_graph
 from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]

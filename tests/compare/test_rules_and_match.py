@@ -15,6 +15,7 @@ from probe_core.dump.names import parse_entry_name
 from probe_modes.md5 import Md5Mode
 from probe_modes.statistics import DIFF_COLUMNS, RELATIVE_COLUMNS, StatisticsMode, statistics_metrics
 from probe_modes.tensor import TensorMode
+from probe_mindspore.names import mindspore_to_pytorch, pytorch_to_mindspore
 
 STATISTICS, MD5, TENSOR = StatisticsMode(), Md5Mode(), TensorMode()
 
@@ -160,11 +161,16 @@ def test_fuzzy_ignores_call_counts_within_the_parent():
 
 
 def test_builtin_mindspore_to_pytorch_table():
-    table = builtin_map("mindspore", "pytorch")
+    table = builtin_map("mindspore", "pytorch")  # probe-mindspore's, registered through probe_name_maps
+    assert table == mindspore_to_pytorch() and len(table.api) > 100
     target = refs(["Mint.matmul.0.forward", "Cell.blocks.0.qkv.Dense.forward.0", "Functional.dense.0.forward"])
     bench = refs(["Torch.matmul.0.forward", "Module.blocks.0.qkv.Linear.forward.0", "Functional.linear.0.forward"])
     assert pairs(match_entries(target, bench, name_map=table)) == list(zip(
         [r.name for r in target], [r.name for r in bench]))
+    back = builtin_map("pytorch", "mindspore")
+    assert back == pytorch_to_mindspore() and back.api["Functional.linear"] == "Functional.dense"
+    assert pairs(match_entries(bench, target, name_map=back)) == list(zip(
+        [r.name for r in bench], [r.name for r in target]))
 
 
 def test_layer_mapping_yaml(tmp_path):

@@ -71,3 +71,13 @@ def test_core_names_no_data_mode_outside_msprobe_config_keys():
         for line in (CORE_SRC / name).read_text(encoding="utf-8").splitlines():
             if '"md5"' in line or '"xor"' in line:
                 raise AssertionError(f"{name}: names a summary mode: {line.strip()}")
+
+
+def test_core_name_maps_name_no_framework():
+    """The cross-framework name tables come from plugins (hook ``probe_name_maps``; probe-mindspore's
+    MindSpore<->PyTorch ones): the core's name-map code spells no framework and none of their names."""
+    path = CORE_SRC / "compare" / "mapping.py"
+    strings = {node.value for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+               if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+    assert not strings & {"mindspore", "pytorch", "Mint", "Torch", "Cell", "Module", "Dense", "gamma"}
+    assert not list(CORE_SRC.rglob("ms_pt_api.json"))

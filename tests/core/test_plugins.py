@@ -51,15 +51,22 @@ def test_probe_plugins_lists_builtins_and_third_party(plugin_site, plugins_json)
     # one built-in plugin at least for every family of the hookspecs
     families = {family for row in rows.values() if row["status"] == "enabled" for family in row["provides"]}
     assert families == {"collectors", "data_modes", "comparators", "checkers", "graph_mergers", "commands",
-                        "monitor_writers", "acc_standards", "acc_backends", "run_tasks"}  # (config sections: hooks)
+                        "monitor_writers", "acc_standards", "acc_backends", "run_tasks",
+                        "name_maps"}  # (config sections: hooks)
     assert rows["torch"]["provides"] == {"collectors": ["torch"]}
-    assert rows["mindspore"]["provides"] == {"collectors": ["mindspore"]}
+    assert rows["mindspore"]["provides"] == {"collectors": ["mindspore"],
+                                             "name_maps": ["mindspore->pytorch", "pytorch->mindspore"]}
     assert {name for mode in ("statistics", "md5", "tensor") for name in rows[mode]["provides"]["comparators"]} \
         == {"statistics", "md5", "tensor"}
     assert rows["parallel_merge"]["provides"] == {"graph_mergers": ["tp", "vpp", "pp"]}
-    for command in ("run", "graph"):
-        assert rows[command]["builtin"] and rows[command]["provides"] == {"commands": [command]}
-    assert rows["compare"]["builtin"] and rows["compare"]["provides"] == {"commands": ["compare", "merge-result"]}
+    assert rows["run"]["builtin"] and rows["run"]["provides"] == {"commands": ["run"]}
+    assert rows["compare"]["builtin"] and rows["compare"]["provides"] == {"commands": ["compare"]}
+    moved = (("overflow-check", "probe-overflow-check", ["overflow-check", "overflow_check"]),
+             ("merge_result", "probe-merge-result", ["merge-result"]), ("recover", "probe-recover", ["recover"]),
+             ("graph", "probe-graph", ["graph"]))
+    for name, distribution, commands in moved:  # commands that left probe-core (issue 39)
+        row = rows[name]
+        assert (row["distribution"], row["builtin"], row["provides"]) == (distribution, False, {"commands": commands})
     assert rows["config_check"]["provides"]["commands"] == ["check"] and not rows["config_check"]["builtin"]
     example = rows["git_commit"]
     assert example["distribution"] == "probe-example-checker"
@@ -297,6 +304,34 @@ def test_duplicate_command_names_are_an_error():
     registry = load_registry(extra=[("mine", _plugin("mine", probe_commands=lambda: [spec]))], autoload=False)
     with pytest.raises(PluginError, match="command 'plugins' is registered twice: by plugin 'core'"):
         registry.commands  # noqa: B018
+
+
+def test_name_maps_one_plugin_per_pair_of_frameworks():
+    from probe_core.compare.mapping import NameMap, builtin_map
+    from probe_core.specs import NameMapSpec
+
+    def maps(name, *specs):
+        return (name, _plugin(name, probe_name_maps=lambda: list(specs)))
+
+    shared = NameMap(prefix={"Jx": "Torch"})
+    forward = NameMapSpec("jaxish", "pytorch", "d", load=lambda: shared)
+    registry = load_registry(extra=[maps("aa", forward)], autoload=False)
+    assert list(registry.name_maps) == ["jaxish->pytorch"] and registry.name_maps["jaxish->pytorch"].plugin == "aa"
+    found = builtin_map("jaxish", "pytorch", registry=registry)
+    assert found == shared and found is not shared  # a copy: the caller adds the user's mapping files to it
+    found.prefix["Other"] = "Torch"
+    assert builtin_map("jaxish", "pytorch", registry=registry).prefix == {"Jx": "Torch"}
+    for target, bench in (("pytorch", "jaxish"), ("jaxish", "jaxish"), ("", "pytorch"), ("jaxish", "")):
+        assert builtin_map(target, bench, registry=registry) == NameMap()  # none registered, equal or unknown
+    twin = NameMapSpec("jaxish", "pytorch", "d", load=NameMap)
+    registry = load_registry(extra=[maps("aa", forward), maps("bb", twin)], autoload=False)
+    with pytest.raises(PluginError, match="name map 'jaxish->pytorch' is registered twice: by plugin 'aa' .* "
+                                          "and by plugin 'bb'"):
+        registry.name_maps  # noqa: B018
+    wrong = NameMapSpec("jaxish", "pytorch", "d", load=lambda: {"Jx": "Torch"})
+    registry = load_registry(extra=[maps("cc", wrong)], autoload=False)
+    with pytest.raises(PluginError, match="plugin 'cc': the name map 'jaxish->pytorch' must load a NameMap, got dict"):
+        builtin_map("jaxish", "pytorch", registry=registry)
 
 
 def test_collector_choice_is_explicit():

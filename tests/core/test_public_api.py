@@ -18,18 +18,20 @@ PLUGIN_SOURCES = [*REPO.glob("plugins/*/src"), REPO / "probe_torch" / "src", REP
 ALLOWED = {"probe_core.api", "probe_core.testing"}
 
 
-def _probe_core_imports(path: Path) -> list[str]:
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module) of each absolute import in ``path``."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
         if isinstance(node, ast.ImportFrom) and not node.level:
-            modules = [node.module or ""]
+            found.append((node.lineno, node.module or ""))
         elif isinstance(node, ast.Import):
-            modules = [alias.name for alias in node.names]
-        else:
-            continue
-        found += [f"{path.relative_to(REPO)}:{node.lineno}: {m}" for m in modules
-                  if m.split(".")[0] == "probe_core" and m not in ALLOWED]
+            found += [(node.lineno, alias.name) for alias in node.names]
     return found
+
+
+def _probe_core_imports(path: Path) -> list[str]:
+    return [f"{path.relative_to(REPO)}:{line}: {m}" for line, m in _imports(path)
+            if m.split(".")[0] == "probe_core" and m not in ALLOWED]
 
 
 def test_plugins_import_only_the_public_api():
@@ -84,4 +86,16 @@ def test_plugins_do_not_reach_into_each_other():
                 if top in ours - own and not (module or "").startswith(("probe_monitor.torch_monitor",
                                                                         "probe_monitor.mindspore_monitor")):
                     found.append(f"{path.relative_to(REPO)}:{node.lineno}: {module}")
+    assert found == [], "\n".join(found)
+
+
+def test_the_core_imports_no_plugin():
+    """probe-core stands alone: no module of it imports a package of another distribution (its testing kit
+    runs probe graph through the registry's command, not by importing probe-graph)."""
+    roots = [*REPO.glob("plugins/*/src"), REPO / "probe_torch" / "src", REPO / "probe_mindspore" / "src"]
+    theirs = {p.name for root in roots for p in root.iterdir() if (p / "__init__.py").is_file()}
+    assert {"probe_graph", "probe_monitor", "probe_torch"} <= theirs
+    found = [f"{path.relative_to(REPO)}:{line}: {m}"
+             for path in (REPO / "probe_core" / "src" / "probe_core").rglob("*.py")
+             for line, m in _imports(path) if m.split(".")[0] in theirs]
     assert found == [], "\n".join(found)

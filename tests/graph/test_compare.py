@@ -7,8 +7,8 @@ import pickle
 import sqlite3
 from pathlib import Path
 
-from probe_core.graph.service import GraphOptions, apply_verdicts, plan_jobs, run_job
 from probe_core.plugins import current_registry
+from probe_graph.service import GraphOptions, apply_verdicts, plan_jobs, run_job
 from tests.graph.helpers import only_db, rows, run_probe
 
 PERTURBED = "Functional.linear.6.forward"            # blocks.1.mlp.fc1's linear

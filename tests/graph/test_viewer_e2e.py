@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from probe_core.graph.serve import tensorboard_command, viewer_installed
+from probe_graph.serve import tensorboard_command, viewer_installed
 from tests.graph.helpers import PROBE, TORCH_DUMP, run_probe
 
 API = "/data/plugin/graph_ascend"
@@ -146,7 +146,7 @@ def test_probe_graph_serve_starts_the_viewer_on_loopback(tmp_path: Path) -> None
 
 def test_serve_without_viewer_or_files_is_a_clear_error(tmp_path: Path, monkeypatch) -> None:
     from probe_core.errors import GraphError
-    from probe_core.graph import serve as serve_module
+    from probe_graph import serve as serve_module
 
     empty = tmp_path / "empty"
     empty.mkdir()

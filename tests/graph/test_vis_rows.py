@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from probe_core.graph import vis_db
+from probe_graph import vis_db
 
 TENSOR = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [8, 64], "Max": 1.5, "Min": -2.25e-07,
           "Mean": float("nan"), "Norm": float("inf"), "requires_grad": True}

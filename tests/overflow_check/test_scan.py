@@ -1,12 +1,12 @@
-"""Each rank's first NaN/Inf (probe_core.anomaly.scan) and the job's first across steps and ranks."""
+"""Each rank's first NaN/Inf (probe_overflow_check.scan) and the job's first across steps and ranks."""
 
 from __future__ import annotations
 
 import pytest
 
-from probe_core.anomaly.analyze import analyze, job_first, node_info
-from probe_core.anomaly.scan import AFTER, BEFORE, DURING, INHERITED, NO_COMMUNICATION, PRODUCED, RECEIVED, scan_rank
 from probe_core.dump import RankDump
+from probe_overflow_check.analyze import analyze, job_first, node_info
+from probe_overflow_check.scan import AFTER, BEFORE, DURING, INHERITED, NO_COMMUNICATION, PRODUCED, RECEIVED, scan_rank
 from tests.overflow_check.dumps import INF, NAN, api, backward, tensor, write_rank
 
 

@@ -1,14 +1,17 @@
 """Sets plugins extend, extended from outside (issue 39): a task a data mode brings, a framework's operator
-table and an acc-check backend for it, all from one pip-installed package (tests/plugins/packages/
-probe-test-open-sets); without it, each refusal lists what is installed."""
+table, an acc-check backend and a name map against pytorch for it, all from one pip-installed package
+(tests/plugins/packages/probe-test-open-sets); without it, each refusal lists what is installed."""
 
 from __future__ import annotations
 
 import csv
 import json
 
+import numpy as np
 import pytest
 
+from tests.compare.dumps import write_dump
+from tests.compare.helpers import read_csv, read_summary, result_csv
 from tests.config_check.conftest import REPO, run_probe
 from tests.plugins.conftest import PACKAGES, TRAIN_SMALL, error_lines, pip_install, write_config
 
@@ -51,6 +54,34 @@ def test_a_framework_probe_does_not_know_is_pre_checked_by_its_own_backend(open_
     (line,) = error_lines(refused.stderr)
     assert refused.returncode == 2 and "'toyfw' is pre-checked by no installed backend" in line
     assert "backends for: mindspore, pytorch" in line
+
+
+def test_a_framework_probe_does_not_know_is_compared_against_pytorch_through_its_name_map(open_site, tmp_path):
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((4, 8)), rng.standard_normal((4, 8))
+    h = x + w
+    y = np.tanh(h)
+
+    def entries(api, fc, param, tanh):
+        return [(f"{api}.0.forward", f"Module.fc.{fc}.forward.0", [x, w], [h]),
+                (f"Module.fc.{fc}.forward.0", None, [x], [h], {param: w}),
+                (f"{tanh}.0.forward", None, [h], [y])]
+
+    write_dump(tmp_path / "toy" / "step0" / "rank0", entries("Toy.plus", "Dense", "kernel", "Toy.tanh"),
+               framework="toyfw")
+    write_dump(tmp_path / "pt" / "step0" / "rank0", entries("Torch.add", "Linear", "weight", "Torch.tanh"))
+    out = tmp_path / "out"
+    done = run_probe("compare", tmp_path / "toy", tmp_path / "pt", "-o", out, "-lm", "--quiet",
+                     pythonpath=[open_site])
+    assert done.returncode == 0, done.stderr
+    pairs = {row["NPU Name"]: row["Bench Name"] for row in read_csv(result_csv(out))}
+    assert pairs["Toy.plus.0.forward.input.1"] == "Torch.add.0.forward.input.1"
+    assert pairs["Toy.tanh.0.forward.output.0"] == "Torch.tanh.0.forward.output.0"
+    assert pairs["Module.fc.Dense.forward.0.parameters.kernel"] == "Module.fc.Linear.forward.0.parameters.weight"
+    assert read_summary(out)["counts"] == {"pass": 3, "warning": 0, "error": 0, "unmatched": 0}
+    plain = run_probe("compare", tmp_path / "toy", tmp_path / "pt", "-o", tmp_path / "plain", "-lm", "--quiet")
+    assert plain.returncode == 0, plain.stderr  # the plugin not installed: no map, nothing meets
+    assert read_summary(tmp_path / "plain")["counts"] == {"pass": 0, "warning": 0, "error": 0, "unmatched": 6}
 
 
 def test_config_framework_is_one_an_installed_collector_collects(tmp_path):

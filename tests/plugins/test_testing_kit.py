@@ -106,7 +106,7 @@ def _steps(scale: float):
 def registry():
     from probe_core import testing
 
-    return testing.registry_with(BytesumPlugin(), names=["bytesum"], enable=["torch"])
+    return testing.registry_with(BytesumPlugin(), names=["bytesum"], enable=["torch", "graph"])
 
 
 def test_registry_holds_exactly_what_was_asked(registry):

@@ -80,7 +80,7 @@ def merge_inputs(settings: Any) -> Callable[[], None]:
     @settings
     @given(files)
     def prop(file: tuple[str, bytes]) -> None:
-        from probe_core.compare.merge_result import merge_results
+        from probe_merge_result.merge import merge_results
 
         suffix, data = file
         with tempfile.TemporaryDirectory() as tmp:

@@ -104,7 +104,7 @@ def _compare(target: Path, bench: Path, out: Path, lenient: bool) -> None:
 
 
 def _graph(folder: Path) -> None:
-    from probe_core.graph.source import RankFolder, load_graph
+    from probe_graph.source import RankFolder, load_graph
 
     load_graph(RankFolder(0, 0, folder / "dump.json"), registry=_registry())
 
@@ -241,7 +241,7 @@ def journal(settings: Any) -> Callable[[], None]:
     @settings
     @given(mutated(base) | records.map(lambda r: base + b"\n".join(r) + b"\n"))
     def prop(data: bytes) -> None:
-        from probe_core.dump.command import recover
+        from probe_recover.command import recover
 
         with tempfile.TemporaryDirectory() as tmp:
             target = Path(tmp) / "killed" / "step0" / "rank0"
@@ -375,7 +375,7 @@ def mappings(settings: Any) -> Callable[[], None]:
     @given(mutated(base) | json_values.map(lambda v: json.dumps(v).encode()))
     def prop(data: bytes) -> None:
         from probe_core.compare.mapping import load_mapping
-        from probe_core.graph.match import load_layer_mapping
+        from probe_graph.match import load_layer_mapping
 
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "map.yaml"

@@ -9,13 +9,18 @@ The families (see docs/plugins.md):
 - registration: :data:`hookimpl`, the spec dataclasses the hooks return (``CollectorSpec``,
   ``DataModeSpec``, ``ComparatorSpec``, ``CheckerSpec``, ``GraphMergerSpec``, ``CommandSpec``,
   ``ConfigSectionSpec``/``ConfigKey``, ``MonitorWriterSpec``, ``AccStandardSpec``, ``AccBackendSpec``,
-  ``RunTaskSpec``) and what hooks are handed (``CheckContext``, ``RunRequest``, ``Registry``);
+  ``RunTaskSpec``, ``NameMapSpec``) and what hooks are handed (``CheckContext``, ``RunRequest``, ``Registry``);
 - errors and warnings: ``ProbeError`` and its kinds, ``ProbeWarning``;
 - data modes and collectors: ``DataMode``, ``TensorOps``, ``CollectorBase``, ``PrecisionDebuggerBase``,
   the in-place and operator rules, seeding, the fused statistics kernel, run locks;
-- compare: ``LeafPair``, ``RowResult``, the verdicts ``PASS``/``WARNING``/``ERROR``, metric helpers;
-- dumps: ``discover``, ``RankDump``, ``DumpEntry``, ``TensorMeta``, JSON reading and writing;
-- graphs: ``Graph``, ``Node``, ``NodeKind`` and the entry-name helpers graph mergers use;
+- compare: ``LeafPair``, ``RowResult``, the verdicts ``PASS``/``WARNING``/``ERROR``, metric helpers, name maps
+  (``NameMap``, ``builtin_map``), XLSX results (``StreamingXlsx``, ``read_first_sheet``);
+- dumps: ``discover``, ``RankDump``, ``DumpEntry``, ``TensorMeta``, JSON reading and writing, the order of ranks
+  through communication, record journals;
+- graphs: ``Graph``, ``Node``, ``NodeKind`` and the entry-name helpers graph mergers use, ``build_graph``,
+  the parallel ``Layout`` and ``merge_side`` (the graph mergers run in order);
+- the compare pipeline (``probe graph`` scores its nodes with it): the row and columnar compare of one entry,
+  loaded comparators, the judge and its verdicts, noise references;
 - outputs and inputs: output folders (:mod:`probe_core.outputs`), bounded YAML, executors, id selections.
 """
 
@@ -29,37 +34,54 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "probe_core.specs": (
         "AccBackendSpec", "AccStandardSpec", "CheckContext", "CheckRow", "CheckerSpec", "CollectorSpec", "CommandSpec",
         "ComparatorSpec", "ConfigKey", "ConfigSectionSpec", "DataModeSpec", "GraphMergerSpec", "Json", "LoadableSpec",
-        "MonitorStatSpec", "MonitorWriterSpec", "RunRequest", "RunTaskSpec"),
+        "MonitorStatSpec", "MonitorWriterSpec", "NameMapSpec", "RunRequest", "RunTaskSpec"),
     "probe_core.errors": ("CheckError", "CollectionError", "CompareError", "ConfigError", "DumpError", "GraphError",
                           "PluginError", "ProbeError"),
     "probe_core.plugins": ("ProbeWarning", "Registry", "current_registry"),
-    "probe_core.config": ("load_config", "plugin_selection", "read_config", "validate_config"),
-    "probe_core.modes": ("DataMode",),
+    "probe_core.config": ("DEFAULT_TASK", "load_config", "plugin_selection", "read_config", "validate_config"),
+    "probe_core.modes": ("DataMode", "load_mode", "pair_mode"),
     "probe_core.collect.tensors": ("TensorOps",),
     "probe_core.collect.driver": ("CollectorBase",),
     "probe_core.collect.debugger": ("PrecisionDebuggerBase",),
     "probe_core.collect.calls": ("GradSlots", "OPERATOR_DUNDERS", "is_inplace", "writes_in_place"),
     "probe_core.collect.seeding": ("seed_python",),
     "probe_core.collect.fused": ("KINDS", "host_stats"),
-    "probe_core.collect.journal": ("safe_dir",),
-    "probe_core.collect.runlock": ("MARKER_NAME", "RunLock", "check_free", "job_key"),
-    "probe_core.compare.comparator": ("LeafPair",),
+    "probe_core.collect.journal": ("drop_unwritten", "recover_step", "safe_dir"),
+    "probe_core.collect.runlock": ("MARKER_NAME", "RunLock", "check_free", "job_key", "lock_held"),
+    "probe_core.compare.comparator": ("LeafPair", "LoadedComparator", "load_comparators"),
     "probe_core.compare.rules": ("ERROR", "PASS", "WARNING", "RowResult", "is_bad", "metric_values"),
     "probe_core.compare.metrics": ("as_float", "cosine", "relative_error"),
     "probe_core.compare.output": ("NA",),
-    "probe_core.compare.mapping": ("builtin_map",),
+    "probe_core.compare.mapping": ("NameMap", "builtin_map"),
+    "probe_core.compare.xlsx": ("StreamingXlsx", "read_first_sheet"),
+    # compare pipeline (graph, locate, report call it): the row and columnar compare of one entry, the judge
+    # and its verdicts over steps and ranks, noise references (also comparator, modes, fastjson, executor,
+    # selection and config names above and below)
+    "probe_core.compare.columnar": ("ColumnarCompare", "Plain"),
+    "probe_core.compare.entries": ("compare_entry",),
+    "probe_core.compare.judge": ("EntryFacts", "NoiseReference", "entry_facts", "plain_facts"),
+    "probe_core.compare.verdicts": ("StepFacts", "judge_job"),
+    "probe_core.compare.reference": ("noise_references", "reference_pair"),
+    "probe_core.gcpause": ("collector_paused",),
+    "probe_core.dump.leaves": ("short_text",),
     "probe_core.dump": ("DumpEntry", "RankDump", "TensorMeta", "discover"),
+    "probe_core.dump.order": ("RankAnomaly", "communication_positions", "concurrent_with", "first_across_ranks",
+                              "is_communication"),
+    "probe_core.dump.journal": ("read_journal",),
     "probe_core.dump.jsonstream": ("loads",),
-    "probe_core.fastjson": ("float_texts",),
-    "probe_core.graph.model": ("API_GROUP_PREFIX", "ROOT_NAME", "Graph", "Node", "NodeKind"),
+    "probe_core.fastjson": ("dumps", "float_texts", "tables_json"),
+    "probe_core.graph.model": ("API_GROUP_PREFIX", "ROOT_NAME", "Graph", "Node", "NodeKind", "TensorTable"),
     "probe_core.graph.names": ("BACKWARD", "FORWARD", "counterpart", "direction", "is_module", "is_params_grad",
-                               "split_module"),
-    "probe_core.graph.build": ("group_top_level_apis",),
-    "probe_core.outputs": ("OutputError", "create_exclusive", "prepare_output_dir", "replaced_whole", "unique_path",
-                           "writing"),
+                               "split_module", "without_count"),
+    "probe_core.graph.flatten": ("INPUT_KEYS",),
+    "probe_core.graph.build": ("build_graph", "group_top_level_apis"),
+    "probe_core.graph.merge": ("DEFAULT_ORDER", "Layout", "merge_side"),
+    "probe_core.outputs": ("OutputError", "create_exclusive", "output_folder", "prepare_output_dir", "replaced_whole",
+                           "unique_path", "write_new", "writing"),
     "probe_core.safeyaml": ("MAX_DEPTH", "load_yaml", "parse_yaml", "read_capped"),
-    "probe_core.executor": ("ExecutorChoice", "add_executor_arguments", "executor_choice", "job_executor"),
-    "probe_core.selection": ("spans",),
+    "probe_core.executor": ("ExecutorChoice", "RegistryRef", "add_executor_arguments", "executor_choice",
+                            "job_executor", "registry_of", "registry_ref", "run_jobs"),
+    "probe_core.selection": ("abridged", "add_selection_arguments", "gaps", "selection", "spans"),
     "probe_core.ranks": ("launcher_rank", "process_rank"),
 }
 

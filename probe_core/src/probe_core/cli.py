@@ -70,7 +70,10 @@ def _prescan(argv: Sequence[str]) -> tuple[str | None, bool, bool]:
 
 
 #: Commands that come with a distribution other than probe-core: named when the command is missing.
-COMMAND_DISTRIBUTIONS = {"check": "probe-config-check", "monitor": "probe-monitor", "acc-check": "probe-acc-check"}
+COMMAND_DISTRIBUTIONS = {"check": "probe-config-check", "monitor": "probe-monitor", "acc-check": "probe-acc-check",
+                         "overflow-check": "probe-overflow-check", "merge-result": "probe-merge-result",
+                         "recover": "probe-recover",
+                         "graph": "probe-graph"}
 
 
 def _command_of(argv: Sequence[str]) -> str | None:

@@ -35,6 +35,10 @@ try:
 except ImportError:  # built without a C compiler
     _reprs = None
 
+#: the C writer of the graph viewer's input/output columns (``probe_core._reprs.tables_json``: each table's
+#: JSON text); ``None`` when probe-core was built without a C compiler
+tables_json = _reprs.tables_json if _reprs is not None else None
+
 MISS = object()  # what try_decode returns for text it leaves to json
 _decode = msgspec.json.Decoder().decode
 _encode = msgspec.json.Encoder().encode

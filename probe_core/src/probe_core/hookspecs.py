@@ -33,6 +33,7 @@ from probe_core.specs import (
     DataModeSpec,
     GraphMergerSpec,
     MonitorWriterSpec,
+    NameMapSpec,
     RunTaskSpec,
 )
 
@@ -169,6 +170,17 @@ def probe_run_tasks() -> list[RunTaskSpec]:
     :class:`~probe_core.specs.RunTaskSpec` objects; ``load()`` returns
     ``attach(request: RunRequest) -> handle``, and ``handle.close(exit_code)``
     runs once after the script ends.
+    """
+
+
+@hookspec
+def probe_name_maps() -> list[NameMapSpec]:
+    """Register name maps between two frameworks' dumps (MindSpore -> PyTorch API names, cell classes, ...).
+
+    Called once per registry build, when ``probe compare`` (with a mapping: ``-lm``, ``-cm``, ...) or
+    ``probe graph -lm`` pairs a dump of one framework with a dump of another. Return
+    :class:`~probe_core.specs.NameMapSpec` objects, one per direction; a ``(target, bench)`` pair
+    registered by two plugins is an error naming both.
     """
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -272,6 +273,23 @@ def common_mode(target: DataMode, bench: DataMode, registry: Any) -> tuple[DataM
     if target.name in bench.compares_as:
         return target, True
     return None
+
+
+def pair_mode(target: DataMode, bench: DataMode, registry: Any, target_file: Any, bench_file: Any) -> DataMode:
+    """The one mode two dumps are compared in, as ``probe compare`` and ``probe graph`` both decide it:
+    :func:`common_mode`, a :class:`CompareError` naming both files when there is none, and a warning when it
+    is a fallback (a statistics dump against an md5 dump compares statistics)."""
+    common = common_mode(target, bench, registry)
+    if common is None:
+        raise CompareError(f"cannot compare a {target.name} dump ({target_file}) with a {bench.name} dump "
+                           f"({bench_file}): dump both sides with the same task/summary_mode")
+    mode, fallback = common
+    if fallback:
+        from probe_core.plugins import ProbeWarning  # (plugins imports this module)
+
+        warnings.warn(f"{target_file} is a {target.name} dump and {bench_file} a {bench.name} dump: "
+                      f"comparing them in {mode.name} mode", ProbeWarning, stacklevel=3)
+    return mode
 
 
 def _named(name: str, registry: Any, fallback: DataMode) -> DataMode:

@@ -38,11 +38,8 @@ _TRUE = {"1", "true", "yes", "on"}
 #: Plugins that ship inside probe-core and are registered like any other.
 BUILTIN_PLUGINS: Mapping[str, str] = {
     "core": "probe_core.builtin",
-    "graph": "probe_core.graph.command",
     "compare": "probe_core.compare.command",
     "run": "probe_core.collect.command",
-    "recover": "probe_core.dump.command",
-    "overflow-check": "probe_core.anomaly.command",
 }
 
 
@@ -390,6 +387,11 @@ class Registry:
     @property
     def config_sections(self) -> dict[str, ConfigSectionSpec]:
         return self.family("config_sections")
+
+    @property
+    def name_maps(self) -> dict[str, Any]:
+        """``"target->bench"`` -> :class:`~probe_core.specs.NameMapSpec` (one per pair of frameworks)."""
+        return self.family("name_maps")
 
     def default_framework(self) -> str:
         """The framework of the available collector of lowest ``(priority, name)``: what a script that names

@@ -12,7 +12,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from probe_core.compare.mapping import NameMap
 
 #: JSON-able data: what checkers collect and what config values are.
 Json = Any
@@ -299,6 +302,29 @@ class RunTaskSpec:
     plugin: str = ""
 
 
+@dataclass(frozen=True)
+class NameMapSpec:
+    """How the entry names of ``target``'s dumps become those of ``bench``'s, for a cross-framework
+    compare or graph (dump.json's ``"framework"`` values, e.g. ``"mindspore"`` and ``"pytorch"``).
+
+    ``load`` returns a :class:`probe_core.compare.mapping.NameMap` (API names and prefixes, module
+    classes, parameter names, ...); it is called for each compared pair of dumps whose frameworks are
+    ``target`` and ``bench``, and the caller adds the user's mapping files (``-lm``/``-cm``/``-am``/
+    ``-dm``) to a copy of it. One plugin per ``(target, bench)`` pair; register each direction on its
+    own. ``name`` (``"target->bench"``) is what ``probe plugins`` shows.
+    """
+
+    target: str
+    bench: str
+    description: str
+    load: Callable[[], NameMap]
+    plugin: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"{self.target}->{self.bench}"
+
+
 SPEC_FAMILIES: dict[str, type] = {
     "collectors": CollectorSpec,
     "data_modes": DataModeSpec,
@@ -312,5 +338,6 @@ SPEC_FAMILIES: dict[str, type] = {
     "acc_standards": AccStandardSpec,
     "acc_backends": AccBackendSpec,
     "run_tasks": RunTaskSpec,
+    "name_maps": NameMapSpec,
 }
 """Registration family → the spec class its hook returns (hook ``probe_<family>``)."""

@@ -16,7 +16,8 @@ Everything here takes an explicit registry, so a test sees exactly the plugins i
 * :func:`collect` — a collection in-process through the registry's collector (a training script,
   as ``probe run`` runs it, or a callable that runs one step);
 * :func:`compare` — ``probe compare`` in-process; returns the ``summary.json`` data;
-* :func:`graph` — ``probe graph`` in-process; returns the ``.vis.db`` path;
+* :func:`graph` — ``probe graph`` in-process (probe-graph installed); returns the ``.vis.db`` path;
+* :func:`command` — any ``probe`` command in-process with the registry's commands;
 * :func:`check` and :func:`check_rows` — a checker's ``collect`` and ``compare`` as
   ``probe check`` calls them, with the collected data round-tripped through JSON;
 * :func:`build_graph`, :class:`Layout` and :func:`merge_side` — a graph from a construct/dump pair and
@@ -35,15 +36,15 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from probe_core.plugins import PluginSelection, Registry, load_registry
 from probe_core.specs import CheckContext, CheckerSpec, CheckRow
 
-__all__ = ["Layout", "ProbeKit", "build_graph", "check", "check_rows", "collect", "compare", "graph", "merge_side",
-           "registry_with", "run_script"]
+__all__ = ["Layout", "ProbeKit", "build_graph", "check", "check_rows", "collect", "command", "compare", "graph",
+           "merge_side", "registry_with", "run_script"]
 
 #: harness functions of the engine, imported on first use
 _HARNESS = {"build_graph": "probe_core.graph.build", "Layout": "probe_core.graph.merge",
@@ -149,20 +150,45 @@ def compare(target: PathLike, bench: PathLike, output: PathLike, *, registry: Re
     return run_compare(CompareOptions(Path(target), Path(bench), Path(output), **options), _registry(registry))
 
 
+def command(argv: Sequence[str], registry: Registry | None = None) -> int:
+    """``probe ARGV...`` in-process with ``registry``'s commands (the one the CLI would build when ``None``);
+    returns the exit code. A :class:`~probe_core.errors.ProbeError` propagates (the CLI prints it)."""
+    from probe_core.cli import build_parser
+
+    registry = _registry(registry)
+    args = build_parser(registry).parse_args([str(arg) for arg in argv])
+    args.registry = registry
+    return int(args._run(args) or 0)
+
+
 def graph(target: PathLike, bench: PathLike | None, output: PathLike, *, registry: Registry | None = None,
           layouts: tuple[Any, Any] | None = None, **options: Any) -> Path:
-    """``probe graph`` in-process: build (``bench`` ``None``) or compare graphs; returns the ``.vis.db``.
+    """``probe graph`` in-process (probe-graph's command, through the registry): build (``bench`` ``None``) or
+    compare graphs; returns the ``.vis.db`` written.
 
-    ``layouts`` is ``(target, bench)`` :class:`~probe_core.graph.merge.Layout` objects to merge
-    parallel ranks with the registry's graph mergers; ``options`` are the other
-    :class:`~probe_core.graph.service.GraphOptions` fields (``fuzzy``, ``overflow``, ...).
+    ``layouts`` is ``(target, bench)`` :class:`~probe_core.graph.merge.Layout` objects, given as
+    ``--rank-size/--tp/--pp/--vpp/--order``, to merge parallel ranks with the registry's graph mergers;
+    ``options`` are the command's other flags by their long names (``fuzzy=True``, ``rules="msprobe"``).
+    The registry must hold the graph plugin: ``registry_with(..., enable=["graph"])``.
     """
-    from probe_core.graph.service import GraphOptions, run_graph
+    if "graph" not in _registry(registry).commands:
+        from probe_core.errors import PluginError
 
-    Path(output).mkdir(parents=True, exist_ok=True)
-    path, _ = run_graph(target, bench, output, GraphOptions(layouts=layouts, **options),
-                        registry=_registry(registry), progress=False)
-    return Path(path)
+        raise PluginError("testing.graph runs probe graph, the command of the plugin 'graph' (distribution "
+                          "probe-graph): pip install probe-graph, and enable it: registry_with(..., "
+                          "enable=[\"graph\"])")
+    argv: list[Any] = ["graph", target, *([bench] if bench is not None else []), "-o", output]
+    for field in ("rank_size", "tp", "pp", "vpp", "order") if layouts else ():
+        argv += [f"--{field.replace('_', '-')}", *(getattr(layout, field) for layout in layouts)]
+    for name, value in options.items():
+        flag = f"--{name.replace('_', '-')}"
+        argv += [flag] if value is True else [] if value in (False, None) else [flag, value]
+    before = set(Path(output).glob("*.vis.db"))
+    command(argv, registry)
+    written = sorted(set(Path(output).glob("*.vis.db")) - before, key=lambda p: p.stat().st_mtime)
+    if not written:
+        raise AssertionError(f"probe graph wrote no .vis.db in {output}")
+    return written[-1]
 
 
 def _checker(checker: CheckerSpec | str, registry: Registry | None) -> CheckerSpec:

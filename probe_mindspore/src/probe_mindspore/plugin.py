@@ -1,4 +1,5 @@
-"""The ``mindspore`` plugin: registers the MindSpore collector without importing mindspore."""
+"""The ``mindspore`` plugin: registers the MindSpore collector and the MindSpore<->PyTorch name maps without
+importing mindspore."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import importlib
 import importlib.util
 import sys
 
-from probe_core.api import CollectorSpec, hookimpl
+from probe_core.api import CollectorSpec, NameMapSpec, hookimpl
 
 
 
@@ -38,3 +39,15 @@ def probe_collectors() -> list[CollectorSpec]:
                           _load, operators=_operators, modules=("mindspore",), rank=communicator_rank,
                           priority=10,
                           is_available=lambda: importlib.util.find_spec("mindspore") is not None)]
+
+
+def _names(function: str):
+    return lambda: getattr(importlib.import_module("probe_mindspore.names"), function)()
+
+
+@hookimpl
+def probe_name_maps() -> list[NameMapSpec]:
+    return [NameMapSpec("mindspore", "pytorch", "MindSpore -> PyTorch API names, cell classes, parameter names",
+                        _names("mindspore_to_pytorch")),
+            NameMapSpec("pytorch", "mindspore", "PyTorch -> MindSpore API names, module classes, parameter names",
+                        _names("pytorch_to_mindspore"))]

@@ -191,6 +191,14 @@ class TorchCollector(CollectorBase):
         self._busy_before_compile: list[bool] = []
         os.register_at_fork(after_in_child=self._forked)
 
+    def unrecorded(self) -> list[str]:
+        if not self.compiled_frames:
+            return []
+        return [f"torch.compile compiled {self.compiled_frames} frame(s); the module and API calls inside "
+                "compiled code are NOT recorded (a compiled graph runs no Python hooks). Recorded: the calls "
+                "outside it, parameter gradients, and modules around it. To record everything, run with "
+                "TORCH_COMPILE_DISABLE=1."]
+
     def _forked(self) -> None:
         """A forked child (DataLoader worker) inherits the hooks but must not write into the parent's dump."""
         self.recording = False

@@ -80,6 +80,76 @@ class Backend(Protocol):
     def run(self, case: ApiCase, inputs: Inputs) -> Run: ...
 
 
+#: what a tested run raises for a kernel the device lacks (or arguments it refuses): a skipped row
+RUN_ERRORS: tuple[type[BaseException], ...] = (RuntimeError, TypeError, ValueError, NotImplementedError, IndexError)
+
+
+class FrameworkBackend:
+    """The run both framework backends share: the recorded inputs as the framework's tensors on the device
+    under test, the values they hold after that rounding as the benchmark's inputs, the tested run forward and
+    backward, then the benchmark (:func:`probe_acc_check.torch_backend.benchmark`, given framework-neutral
+    arrays). A backend supplies the framework's side:
+
+    ``label``, ``operators`` (its operator table), ``tensor(Array)``, ``numpy(tensor)`` (float64 for floating
+    tensors), ``typed(Typed)`` (a recorded dtype/device), ``execute(fn, args, kwargs, grads, differentiable)``,
+    ``benchmark`` and, optionally, ``bench_call`` (the benchmark's callable and arguments, when they are
+    another framework's)."""
+
+    label = ""
+    run_errors: tuple[type[BaseException], ...] = RUN_ERRORS  # a tested run's exceptions that skip the row
+    operators: Callable[[str], Any]
+    options: Options
+    benchmark: Callable[..., tuple[Outcome, str, str]]
+
+    def run(self, case: ApiCase, inputs: Inputs) -> Run:
+        from probe_acc_check.cases import map_leaves, map_typed, tensor_leaves
+        from probe_acc_check.errors import first_line
+        from probe_acc_check.inputs import Array
+
+        fn = resolve(case.api, self.operators, self.label)
+        args, kwargs = map_leaves(inputs.args, self.tensor), map_leaves(inputs.kwargs, self.tensor)
+        arrays = list(tensor_leaves([inputs.args, inputs.kwargs]))
+        used = [Array(self.numpy(t), str(t.dtype), a.name) for t, a in zip(tensor_leaves([args, kwargs]), arrays)]
+        rounded = iter(used)
+        bench_args, bench_kwargs = (map_leaves(tree, lambda _: next(rounded)) for tree in (args, kwargs))
+        bench_fn, bench_args, bench_kwargs = self.bench_call(case.api, fn, bench_args, bench_kwargs)
+        args, kwargs = map_typed(args, self.typed), map_typed(kwargs, self.typed)
+        differentiable = not case.inplace
+        try:
+            tested, skip, grads = self.execute(fn, args, kwargs, inputs.grads, differentiable)
+        except SkipApi:
+            raise
+        except self.run_errors as exc:
+            raise SkipApi(f"the tested run failed on {self.options.device}: {type(exc).__name__}: "
+                          f"{first_line(exc)}") from None
+        bench, bench_skip, note = self.benchmark(bench_fn, bench_args, bench_kwargs, grads, differentiable)
+        kept = tuple((a.name, a.data, a.dtype) for a in used) if self.options.keep_inputs else ()
+        return Run(tested, bench, skip or bench_skip, note, kept)
+
+    def bench_call(self, api: str, fn: Callable, args: list, kwargs: dict) -> tuple[Callable, list, dict]:
+        """The benchmark's callable and arguments: the tested one's, unless the benchmark is another
+        framework's."""
+        return fn, args, kwargs
+
+    def tensor(self, value: Any) -> Any:
+        raise NotImplementedError
+
+    def numpy(self, tensor: Any) -> np.ndarray:
+        raise NotImplementedError
+
+    def typed(self, value: Any) -> Any:
+        raise NotImplementedError
+
+    def execute(self, fn: Callable, args: list, kwargs: dict, grads: tuple,
+                differentiable: bool) -> tuple[Outcome, str, tuple]:
+        raise NotImplementedError
+
+
+def backward_skip(outputs: int, grads: int) -> str:
+    """Why no backward can be run when the API returns another number of outputs than the dump recorded."""
+    return f"the API returned {outputs} outputs where the dump has {grads}" if outputs != grads else ""
+
+
 def operator_table(framework: str, registry: Any = None) -> Callable[[str], Any]:
     """The operator table of ``framework``'s collector (:attr:`probe_core.specs.CollectorSpec.operators`):
     recorded API names to the callables the collector records. The pre-check calls nothing else."""

@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from probe_acc_check.backend import Options, Outcome, Output, Run, resolve, returned
-from probe_acc_check.cases import ApiCase, flat, map_leaves, map_typed, tensor_leaves
+from probe_acc_check.backend import FrameworkBackend, Options, Outcome, Output, backward_skip, resolve, returned
+from probe_acc_check.cases import Typed, flat, map_leaves, tensor_leaves
 from probe_acc_check.dtypes import canonical, is_float, is_int
-from probe_acc_check.errors import AccCheckError, SkipApi, first_line
-from probe_acc_check.inputs import Array, Inputs
+from probe_acc_check.errors import AccCheckError, SkipApi
+from probe_acc_check.inputs import Array
 
 _DEVICES = {"cpu": "CPU", "npu": "Ascend", "ascend": "Ascend", "cuda": "GPU", "gpu": "GPU"}
 _RENAMED = {"axis": "dim", "keep_dims": "keepdim", "keepdims": "keepdim"}
@@ -61,8 +61,11 @@ def torch_twin(api: str, names: Any, args: list, kwargs: dict) -> tuple[str, lis
     return names.api_base(api), args, {_RENAMED.get(key, key): value for key, value in kwargs.items()}
 
 
-class MindSporeBackend:
+class MindSporeBackend(FrameworkBackend):
     """Runs MindSpore dumps: tested in PyNative on ``options.device``, benchmark in PyTorch on the CPU."""
+
+    label = "MindSpore"
+    run_errors = (Exception,)  # MindSpore raises TypeError/RuntimeError/ValueError for unsupported kernels
 
     def __init__(self, options: Options, operators: Callable[[str], Callable[[str], Any]]) -> None:
         try:
@@ -75,7 +78,7 @@ class MindSporeBackend:
 
         if torch_backend.torch is None:
             raise AccCheckError("MindSpore APIs are benchmarked against PyTorch on the CPU: install torch")
-        self.ms, self.torch_backend, self.options = mindspore, torch_backend, options
+        self.ms, self.benchmark, self.options = mindspore, torch_backend.benchmark, options
         self.operators, self.torch_operators = operators("mindspore"), operators("pytorch")
         #: twins that are no recorded operator (metadata reads), named here, never by a dump
         self.fixed_twins = {"Tensor.size": torch_backend.torch.Tensor.size}
@@ -102,13 +105,13 @@ class MindSporeBackend:
     def _floating(self, tensor: Any) -> bool:
         return tensor.dtype in (self.ms.float16, self.ms.bfloat16, self.ms.float32, self.ms.float64)
 
-    def _numpy(self, tensor: Any) -> np.ndarray:
+    def numpy(self, tensor: Any) -> np.ndarray:
         if self._floating(tensor):
             wide = self.ms.float64 if tensor.dtype == self.ms.float64 else self.ms.float32
             return tensor.astype(wide).asnumpy().astype(np.float64)
         return np.array(tensor.asnumpy())
 
-    def _tensor(self, value: Array) -> Any:
+    def tensor(self, value: Array) -> Any:
         dtype = self.ms_dtype(value.dtype)
         if self.override is not None and is_float(value.dtype):
             dtype = self.override
@@ -121,11 +124,14 @@ class MindSporeBackend:
             return None
         if not isinstance(value, self.ms.Tensor):
             return Output(value, type(value).__name__, is_tensor=False, floating=isinstance(value, float))
-        return Output(self._numpy(value), str(value.dtype), floating=self._floating(value))
+        return Output(self.numpy(value), str(value.dtype), floating=self._floating(value))
 
     # -- runs ------------------------------------------------------------------
 
-    def _execute(self, fn: Callable, args: list, kwargs: dict, grads: tuple, differentiable: bool) -> tuple[
+    def typed(self, value: Typed) -> Any:
+        return self.ms_dtype(str(value.value)) if value.kind == "dtype" else value.value
+
+    def execute(self, fn: Callable, args: list, kwargs: dict, grads: tuple, differentiable: bool) -> tuple[
             Outcome, str, tuple]:
         ms = self.ms
         wanted = [t for t in tensor_leaves([args, kwargs])
@@ -143,39 +149,19 @@ class MindSporeBackend:
         forward = [self._output(out) for out in outs]
         if not all(isinstance(out, ms.Tensor) for out in outs) or isinstance(result, list):
             return Outcome(forward), "", grads
-        if len(outs) != len(grads):
-            return Outcome(forward), f"the API returned {len(outs)} outputs where the dump has {len(grads)}", grads
+        if backward_skip(len(outs), len(grads)):
+            return Outcome(forward), backward_skip(len(outs), len(grads)), grads
         if not any(g is not None and self._floating(o) for o, g in zip(outs, grads)):
             return Outcome(forward), "", grads
         given = [ms.Tensor(g.astype(np.float32)).astype(o.dtype) if g is not None and self._floating(o)
                  else ms.ops.zeros_like(o) for o, g in zip(outs, grads)]
         got = vjp(tuple(given) if isinstance(result, tuple) else given[0])
         got = got if isinstance(got, tuple) else (got,)
-        used = tuple(self._numpy(s) if g is not None and self._floating(o) else g
+        used = tuple(self.numpy(s) if g is not None and self._floating(o) else g
                      for o, g, s in zip(outs, grads, given))
         return Outcome(forward, [self._output(g) for g in got]), "", used
 
-    def run(self, case: ApiCase, inputs: Inputs) -> Run:
-        fn = resolve(case.api, self.operators, "MindSpore")
-        args, kwargs = map_leaves(inputs.args, self._tensor), map_leaves(inputs.kwargs, self._tensor)
-        arrays = list(tensor_leaves([inputs.args, inputs.kwargs]))
-        used = [Array(self._numpy(t), str(t.dtype), a.name) for t, a in zip(tensor_leaves([args, kwargs]), arrays)]
-        rounded = iter(used)
-        bench_args, bench_kwargs = (map_leaves(tree, lambda _: next(rounded)) for tree in (args, kwargs))
-        torch_api, bench_args, bench_kwargs = torch_twin(case.api, self.names, bench_args, bench_kwargs)
-        bench_fn = self.fixed_twins.get(torch_api) or resolve(torch_api, self.torch_operators, "PyTorch")
-        typed = (lambda v: self.ms_dtype(str(v.value)) if v.kind == "dtype" else v.value)
-        args, kwargs = map_typed(args, typed), map_typed(kwargs, typed)
-        differentiable = not case.inplace
-        try:
-            tested, skip, grads = self._execute(fn, args, kwargs, inputs.grads, differentiable)
-        except SkipApi:
-            raise
-        except Exception as exc:  # MindSpore raises TypeError/RuntimeError/ValueError for unsupported kernels
-            raise SkipApi(f"the tested run failed on {self.options.device}: {type(exc).__name__}: "
-                          f"{first_line(exc)}") from None
-        bench, bench_skip, note = self.torch_backend.benchmark(bench_fn, bench_args, bench_kwargs, grads,
-                                                               differentiable)
-        kept = tuple((a.name, a.data, a.dtype) for a in used) if self.options.keep_inputs else ()
-        return Run(tested, bench, skip or bench_skip, note, kept)
-
+    def bench_call(self, api: str, fn: Callable, args: list, kwargs: dict) -> tuple[Callable, list, dict]:
+        """The PyTorch twin of a MindSpore API and its arguments (the benchmark is PyTorch's)."""
+        torch_api, args, kwargs = torch_twin(api, self.names, args, kwargs)
+        return self.fixed_twins.get(torch_api) or resolve(torch_api, self.torch_operators, "PyTorch"), args, kwargs

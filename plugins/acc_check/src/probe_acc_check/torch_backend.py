@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from probe_acc_check.backend import Options, Outcome, Output, Run, resolve, returned
-from probe_acc_check.cases import ApiCase, Typed, flat, map_leaves, map_typed, tensor_leaves
+from probe_acc_check.backend import FrameworkBackend, Options, Outcome, Output, backward_skip, returned
+from probe_acc_check.cases import Typed, flat, map_leaves, map_typed, tensor_leaves
 from probe_acc_check.dtypes import canonical, is_float
 from probe_acc_check.errors import AccCheckError, SkipApi, first_line
-from probe_acc_check.inputs import Array, Inputs
+from probe_acc_check.inputs import Array
 
 try:
     import torch
@@ -77,8 +77,8 @@ def execute(fn: Callable, args: list, kwargs: dict, grads: tuple, differentiable
              if isinstance(out, torch.Tensor) and out.requires_grad and grad is not None]
     if not wanted or not pairs:
         return Outcome(forward), "", grads
-    if len(outs) != len(grads):
-        return Outcome(forward), f"the API returned {len(outs)} outputs where the dump has {len(grads)}", grads
+    if backward_skip(len(outs), len(grads)):
+        return Outcome(forward), backward_skip(len(outs), len(grads)), grads
     if any(tuple(out.shape) != grad.shape for out, grad in pairs):
         return Outcome(forward), "an output's shape differs from the dump's; no gradient to give it", grads
     given = [torch.from_numpy(grad).to(out.device, out.dtype) for out, grad in pairs]
@@ -123,8 +123,10 @@ def benchmark(fn: Callable, args: list, kwargs: dict, grads: tuple, differentiab
     raise AssertionError("unreachable")
 
 
-class TorchBackend:
+class TorchBackend(FrameworkBackend):
     """Runs PyTorch dumps: tested on ``options.device``, benchmark on the CPU in float64."""
+
+    label = "PyTorch"
 
     def __init__(self, options: Options, operators: Callable[[str], Callable[[str], Any]]) -> None:
         if torch is None:
@@ -143,30 +145,17 @@ class TorchBackend:
             raise AccCheckError(f"--device {options.device}: {first_line(exc)}; use --device cpu") from None
         self.override = torch_dtype(options.dtype) if options.dtype else None
 
-    def _tensor(self, value: Array) -> Any:
+    benchmark = staticmethod(benchmark)
+    execute = staticmethod(execute)
+
+    def tensor(self, value: Array) -> Any:
         dtype = torch_dtype(value.dtype)
         if self.override is not None and dtype.is_floating_point:
             dtype = self.override
         return torch.as_tensor(value.data).to(self.device, dtype)
 
-    def _typed(self, value: Typed) -> Any:
-        return self.device if value.kind == "device" else torch_dtype(str(value.value))
+    def numpy(self, tensor: Any) -> Any:
+        return tensor.to("cpu", torch.float64 if tensor.is_floating_point() else tensor.dtype).numpy().copy()
 
-    def run(self, case: ApiCase, inputs: Inputs) -> Run:
-        fn = resolve(case.api, self.operators, "PyTorch")
-        args, kwargs = map_leaves(inputs.args, self._tensor), map_leaves(inputs.kwargs, self._tensor)
-        arrays = list(tensor_leaves([inputs.args, inputs.kwargs]))
-        used = [Array(t.to("cpu", torch.float64 if t.is_floating_point() else t.dtype).numpy().copy(), str(t.dtype),
-                      a.name) for t, a in zip(tensor_leaves([args, kwargs]), arrays)]
-        rounded = iter(used)
-        bench_args, bench_kwargs = (map_leaves(tree, lambda _: next(rounded)) for tree in (args, kwargs))
-        args, kwargs = map_typed(args, self._typed), map_typed(kwargs, self._typed)
-        differentiable = not case.inplace
-        try:
-            tested, skip, grads = execute(fn, args, kwargs, inputs.grads, differentiable)
-        except (RuntimeError, TypeError, ValueError, NotImplementedError, IndexError) as exc:
-            raise SkipApi(f"the tested run failed on {self.options.device}: {type(exc).__name__}: "
-                          f"{first_line(exc)}") from None
-        bench, bench_skip, note = benchmark(fn, bench_args, bench_kwargs, grads, differentiable)
-        kept = tuple((a.name, a.data, a.dtype) for a in used) if self.options.keep_inputs else ()
-        return Run(tested, bench, skip or bench_skip, note, kept)
+    def typed(self, value: Typed) -> Any:
+        return self.device if value.kind == "device" else torch_dtype(str(value.value))

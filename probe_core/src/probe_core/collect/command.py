@@ -164,8 +164,7 @@ def nothing_recorded_reasons(collector: Any, code: int) -> list[str]:
         reasons.append(f"the script ran {' and '.join(ran)} but probe watched {framework}: pass --framework {ran[0]}")
     elif not collector.forward_seen:
         reasons.append(f"no {framework} model forward was seen (recording starts at the model's first forward)")
-    if getattr(collector, "compiled_frames", 0):
-        reasons.append("the model ran compiled (torch.compile): compiled code is not recorded")
+    reasons += collector.unrecorded()
     if config.step:
         reasons.append(f"the step filter {config.step} selected no step that ran")  # IdSet: ranges, never expanded
     if config.rank:
@@ -177,12 +176,8 @@ def nothing_recorded_reasons(collector: Any, code: int) -> list[str]:
 
 def print_warnings(collector: Any, summary: Summary, code: int) -> None:
     """Loud lines on stderr for what the run could not record."""
-    compiled = getattr(collector, "compiled_frames", 0)
-    if compiled:
-        print(f"probe: WARNING: torch.compile compiled {compiled} frame(s); the module and API calls inside "
-              "compiled code are NOT recorded (a compiled graph runs no Python hooks). Recorded: the calls "
-              "outside it, parameter gradients, and modules around it. To record everything, run with "
-              "TORCH_COMPILE_DISABLE=1.", file=sys.stderr)
+    for line in collector.unrecorded():
+        print(f"probe: WARNING: {line}", file=sys.stderr)
     if summary.entries == 0:
         print("probe: WARNING: this run recorded NO entries, the dump is empty: "
               + "; ".join(nothing_recorded_reasons(collector, code)), file=sys.stderr)

@@ -99,6 +99,11 @@ class CollectorBase:
 
     # -- what a framework supplies -------------------------------------------------------
 
+    def unrecorded(self) -> list[str]:
+        """What this run executed but could not record (a framework's compiled regions, say): each line is
+        printed as a warning after the run, and given as a reason when the dump is empty."""
+        return []
+
     def install_hooks(self) -> None:
         raise NotImplementedError
 

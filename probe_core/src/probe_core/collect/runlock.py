@@ -80,6 +80,9 @@ def _held(root: Path) -> bool:
     return False
 
 
+lock_held = _held  # its public name (probe_core.api): probe recover refuses a dump a live run still writes
+
+
 def _refusal(root: Path, steps: list[str]) -> str:
     shown = ", ".join(steps[:3]) + (f", ... ({len(steps)} steps)" if len(steps) > 3 else "")
     return (f'dump_path "{root}" already holds a run ({shown}); a new run would mix its steps with the old '

@@ -13,10 +13,13 @@ Stable pieces other parts build on:
 * :mod:`probe_core.compare.comparator` — the comparator interface
   (``columns`` + ``compare(LeafPair)``) and ``load_comparators(registry, mode)``;
 * :mod:`probe_core.compare.match` — ``match_entries`` (exact / fuzzy / mapped);
-* :mod:`probe_core.compare.mapping` — the built-in MindSpore<->PyTorch tables and
+* :mod:`probe_core.compare.mapping` — name maps (the installed plugins' built-in tables, ``probe_name_maps``) and
   msprobe's mapping files (-lm, -cm, -am, -dm);
 * :mod:`probe_core.compare.postprocess` — ``--config`` tensor post-processing;
-* :mod:`probe_core.compare.merge_result` — ``probe merge-result``;
-* :mod:`probe_core.compare.engine` — ``compare_entry`` for one entry,
-  ``run_compare(CompareOptions, registry)`` for a whole run.
+* :mod:`probe_core.compare.entries` — ``compare_entry`` for one entry (the row path);
+* :mod:`probe_core.compare.columnar` — the plain entries of a chunk as columns;
+* :mod:`probe_core.compare.render` — rows as the CSV/XLSX hold them;
+* :mod:`probe_core.compare.chunks` / :mod:`probe_core.compare.rank` — one rank pair, a chunk at a time, then
+  written with the job's verdicts;
+* :mod:`probe_core.compare.engine` — ``run_compare(CompareOptions, registry)`` for a whole run.
 """

@@ -15,7 +15,7 @@ indexes it (:meth:`ColumnarCompare.index`), so a plain entry's bench side is dec
 byte span; two entries are plain together when their signatures are the same object.
 
 Every other entry (one side only, a scalar, a malformed record, dtypes or shapes that differ, a redundant
-API) takes the row path, :func:`probe_core.compare.engine.compare_entry`, as does everything when a name
+API) takes the row path, :func:`probe_core.compare.entries.compare_entry`, as does everything when a name
 map, tensor post-processing or ``--rules msprobe`` is in play. A comparator without ``compare_columns`` is
 called row by row on the plain entries (the others keep their column form), and a comparator's ``judge`` is
 asked about each plain row: an entry it raises takes the row path, so a third-party comparator costs its own

@@ -41,7 +41,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
                         help="ignore call counts: match calls in order within the same parent")
     parser.add_argument("--mapping", "-lm", "--layer_mapping", dest="mapping", metavar="YAML", nargs="?", const=True,
                         help="layer/API name map (msprobe layer-mapping YAML; sections 'api' and 'module' too); "
-                             "without a file: the built-in MindSpore<->PyTorch tables only")
+                             "without a file: the installed built-in name tables only (MindSpore<->PyTorch with probe-mindspore)")
     parser.add_argument("-cm", "--cell_mapping", dest="cell_mapping", metavar="YAML", nargs="?", const=True,
                         help="Cell->Module names: {target cell name: bench module name}; without a file only "
                              "Cell.->Module. and the built-in class table")
@@ -125,26 +125,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _configure_merge(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-i", "--input_dir", "--input-dir", dest="input_dir", required=True, metavar="DIR",
-                        help="folder of per-rank compare results (compare_result_rank{R}_{timestamp}.xlsx/.csv)")
-    parser.add_argument("-o", "--output_dir", "--output-dir", dest="output_dir", required=True, metavar="DIR",
-                        help="folder for multi_ranks_compare_merge_{timestamp}.xlsx")
-    parser.add_argument("-config", "--config-path", dest="merge_config", required=True, metavar="YAML",
-                        help="api: [APIs whose rows to merge]; compare_index: [metrics] (optional)")
-
-
-def _run_merge(args: argparse.Namespace) -> int:
-    from probe_core.compare.merge_result import merge_results
-
-    path = merge_results(Path(args.input_dir), Path(args.output_dir), Path(args.merge_config))
-    print(f"merged results: {path}")
-    return 0
-
-
 @hookimpl
 def probe_commands() -> list[CommandSpec]:
     return [CommandSpec("compare", "compare two dumps: per-tensor metrics, pass/warning/error, first divergence",
-                        _configure, _run),
-            CommandSpec("merge-result", "merge per-rank compare results into one table per metric (msprobe's "
-                        "merge_result)", _configure_merge, _run_merge)]
+                        _configure, _run)]

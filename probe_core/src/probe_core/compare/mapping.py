@@ -1,8 +1,9 @@
-"""Name maps between two dumps: the built-in MindSpore<->PyTorch tables and msprobe's mapping files.
+"""Name maps between two dumps: the cross-framework tables plugins register and msprobe's mapping files.
 
-* built in: API prefixes (``Mint`` -> ``Torch``), the shipped API table (``data/ms_pt_api.json``, written
-  by ``scripts/gen_ms_pt_api_table.py``), cell classes (``Dense`` -> ``Linear``), parameter names
-  (``gamma`` -> ``weight``);
+* registered: a plugin's :class:`~probe_core.specs.NameMapSpec` (hook ``probe_name_maps``) for a
+  pair of frameworks — API prefixes, an API table, module classes, parameter names (probe-mindspore
+  registers MindSpore<->PyTorch: ``Mint`` -> ``Torch``, ``Dense`` -> ``Linear``, ``gamma`` -> ``weight``);
+  :func:`builtin_map` looks them up;
 * ``-lm``/``--mapping``: the layer-mapping YAML (below); ``-cm``: cell names; ``-am``: API names with
   argument positions; ``-dm``: entry/tensor names; ``--consistent_check``: train/infer module names.
 
@@ -19,27 +20,18 @@ bench's naming, so that matching can compare keys directly.
 
 from __future__ import annotations
 
-import json
+import copy
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from probe_core.errors import CompareError
+from probe_core.errors import CompareError, PluginError
 
-#: MindSpore API prefixes and their PyTorch counterparts.
-MS_TO_PT_PREFIX = {"Mint": "Torch", "MintFunctional": "Functional", "Tensor": "Tensor", "Cell": "Module",
-                   "Functional": "Functional", "Distributed": "Distributed", "Torch": "Torch"}
-#: MindSpore cell classes and their PyTorch module twins.
-MS_TO_PT_CLASS = {"Dense": "Linear", "SequentialCell": "Sequential", "CellList": "ModuleList",
-                  "CellDict": "ModuleDict", "BatchNorm1d": "BatchNorm1d", "Conv2d": "Conv2d"}
-#: MindSpore parameter names and their PyTorch twins (LayerNorm/BatchNorm ``gamma``/``beta``, BatchNorm statistics).
-MS_TO_PT_PARAM = {"gamma": "weight", "beta": "bias", "moving_mean": "running_mean",
-                  "moving_variance": "running_var", "embedding_table": "weight"}
-#: probe's MindSpore -> PyTorch API table (``scripts/gen_ms_pt_api_table.py`` writes it).
-API_TABLE = Path(__file__).with_name("data") / "ms_pt_api.json"
+if TYPE_CHECKING:
+    from probe_core.plugins import Registry
+
 #: Module names a training backend and an inference engine give the same layer (``--consistent_check``).
 TRAIN_TO_INFER_MODULES = {
     "megatron": {"word_embeddings": "embed_tokens", "self_attention": "self_attn", "linear_qkv": "qkv_proj",
@@ -50,12 +42,6 @@ TRAIN_TO_INFER_MODULES = {
 }
 #: Where an entry name ends inside a tensor name (``Functional.linear.0.forward`` | ``.input.0``).
 _ENTRY_END = re.compile(r"^(.*?\.(?:forward|backward)(?:\.\d+)?|.*?\.parameters_grad\.\d+)(\..+)?$")
-
-
-@lru_cache(maxsize=1)
-def ms_to_pt_api() -> dict[str, str]:
-    """The shipped MindSpore -> PyTorch API table (``{"Functional.dense": "Functional.linear", ...}``)."""
-    return dict(json.loads(API_TABLE.read_text(encoding="utf-8"))["apis"])
 
 
 def split_tensor_name(name: str) -> tuple[str, str]:
@@ -160,23 +146,27 @@ class NameMap:
         return self.classes.get(name, name)
 
 
-def builtin_map(target_framework: str, bench_framework: str) -> NameMap:
-    """The built-in tables for a cross-framework compare (empty for the same framework)."""
+def builtin_map(target_framework: str, bench_framework: str, registry: Registry | None = None) -> NameMap:
+    """The registered name map for a cross-framework compare (hook ``probe_name_maps``), a copy the caller
+    may extend; empty for the same framework, an unknown one, or a pair no installed plugin maps.
+
+    ``registry``: where to look (default: :func:`probe_core.plugins.current_registry`).
+    """
     if target_framework == bench_framework or not target_framework or not bench_framework:
         return NameMap()
-    if (target_framework, bench_framework) == ("mindspore", "pytorch"):
-        return NameMap(api=ms_to_pt_api(), prefix=dict(MS_TO_PT_PREFIX), classes=dict(MS_TO_PT_CLASS),
-                       params=dict(MS_TO_PT_PARAM))
-    if (target_framework, bench_framework) == ("pytorch", "mindspore"):
-        inverse_prefix = {"Torch": "Mint", "Module": "Cell", "Functional": "Functional", "Tensor": "Tensor"}
-        inverse_api: dict[str, str] = {}
-        for ms_name, pt_name in ms_to_pt_api().items():
-            inverse_api.setdefault(pt_name, ms_name)
-        for pt_name in [n for n, m in inverse_api.items() if m.partition(".")[2] == n.partition(".")[2]]:
-            del inverse_api[pt_name]  # same op name: the prefix map finds the MindSpore twin (Torch.x -> Mint.x)
-        return NameMap(api=inverse_api, prefix=inverse_prefix, classes={v: k for k, v in MS_TO_PT_CLASS.items()},
-                       params={v: k for k, v in MS_TO_PT_PARAM.items() if k != "embedding_table"})
-    return NameMap()
+    if registry is None:
+        from probe_core.plugins import current_registry
+
+        registry = current_registry()
+    spec = next((s for s in registry.name_maps.values()
+                 if (s.target, s.bench) == (target_framework, bench_framework)), None)
+    if spec is None:
+        return NameMap()
+    name_map = spec.load()
+    if not isinstance(name_map, NameMap):
+        raise PluginError(f"plugin {spec.plugin!r}: the name map {spec.name!r} must load a NameMap, "
+                          f"got {type(name_map).__name__}")
+    return copy.deepcopy(name_map)
 
 
 def _read_yaml(path: Path, flag: str, shape: str) -> Any:

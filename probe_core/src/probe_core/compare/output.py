@@ -88,7 +88,7 @@ def format_value(value: Any, percent: bool = False) -> Any:
 
 class RowSpool:
     """Rows of a rank pair waiting for the job's verdicts: pickled a batch of entries at a time to a private
-    file beside the results, read back once by :func:`probe_core.compare.engine.write_rank`, then removed.
+    file beside the results, read back once by :func:`probe_core.compare.rank.write_rank`, then removed.
     probe reads only the spools it wrote itself in this run.
 
     Each entry is spooled as (key, each row's result, its rows): the rows as CSV text already formatted

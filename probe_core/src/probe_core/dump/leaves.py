@@ -88,6 +88,9 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+short_text = _short  # the public name (probe_core.api): a value's repr, cut to 60 characters
+
+
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 

@@ -1,14 +1,16 @@
 """A framework probe does not know: ``toyfw``, whose operators are numpy functions.
 
 Its collector registers an operator table (what ``probe acc-check`` may call) and the pre-check gets a
-backend for its dumps: the tested run in float32, the benchmark in float64.
+backend for its dumps: the tested run in float32, the benchmark in float64. A name map turns its dumps'
+names into PyTorch's (``Toy.plus`` -> ``Torch.add``, ``Dense`` -> ``Linear``, ``kernel`` -> ``weight``), so
+that ``probe compare -lm`` pairs a toyfw dump with a PyTorch dump.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from probe_core.api import AccBackendSpec, CollectorSpec, hookimpl
+from probe_core.api import AccBackendSpec, CollectorSpec, NameMap, NameMapSpec, hookimpl
 
 
 def _operators():
@@ -46,3 +48,13 @@ def probe_collectors() -> list[CollectorSpec]:
 def probe_acc_backends() -> list[AccBackendSpec]:
     return [AccBackendSpec("toyfw", "toyfw dumps, in float32 against float64", lambda: ToyBackend,
                            framework="toyfw")]
+
+
+def toy_to_torch() -> NameMap:
+    return NameMap(prefix={"Toy": "Torch"}, api={"Toy.plus": "Torch.add"}, classes={"Dense": "Linear"},
+                   params={"kernel": "weight"})
+
+
+@hookimpl
+def probe_name_maps() -> list[NameMapSpec]:
+    return [NameMapSpec("toyfw", "pytorch", "toyfw -> PyTorch API names, classes, parameters", toy_to_torch)]

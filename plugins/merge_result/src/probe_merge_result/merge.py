@@ -23,10 +23,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from probe_core.compare.output import NA
-from probe_core.compare.xlsx import StreamingXlsx, read_first_sheet
-from probe_core.errors import CompareError
-from probe_core.outputs import output_folder, writing
+from probe_core.api import CompareError, NA, output_folder, read_first_sheet, StreamingXlsx, writing
 
 #: a result's name; ``_{n}`` after the stamp: a second result written in the same second (never over the first)
 RESULT_NAME = re.compile(r"^compare_result_rank(\d*)(?:-rank\d+)?_(\d{14})(?:_(\d+))?\.(xlsx|csv)$")
@@ -39,7 +36,7 @@ NO_VALUE = (NA, "unsupported", "Nan", "", None)
 
 
 def _warn(message: str) -> None:
-    from probe_core.plugins import ProbeWarning
+    from probe_core.api import ProbeWarning
 
     warnings.warn(message, ProbeWarning, stacklevel=3)
 
@@ -119,10 +116,10 @@ def _number(text: str) -> Any:
 
 def read_config(path: Path) -> tuple[list[str], list[str]]:
     """(api names, compare indexes) of the merge YAML."""
-    from probe_core.compare.mapping import _read_yaml
+    from probe_core.api import load_yaml
 
     shape = "api: [Distributed.all_reduce, ...] and optionally compare_index: [Max diff, ...]"
-    data = _read_yaml(path, "-config", shape)
+    data = load_yaml(path, flag="-config", error=CompareError, hint=f"expected {shape}")
     if not isinstance(data, dict) or not data.get("api"):
         raise CompareError(f"-config {path}: key 'api' is missing or empty; expected {shape}")
     apis, indexes = data.get("api"), data.get("compare_index") or []

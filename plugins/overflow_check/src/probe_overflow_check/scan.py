@@ -27,8 +27,7 @@ from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Any
 
-from probe_core.dump import DumpEntry, RankDump, TensorMeta
-from probe_core.dump.order import RankAnomaly, is_communication
+from probe_core.api import DumpEntry, is_communication, RankAnomaly, RankDump, TensorMeta
 
 PRODUCED, RECEIVED, INHERITED = "produced", "received", "inherited"
 BEFORE, DURING, AFTER, NO_COMMUNICATION = "before", "during", "after", "none"

@@ -11,11 +11,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from probe_core import hookimpl
-from probe_core.anomaly.analyze import StepResult, analyze, job_first, write_reports
-from probe_core.anomaly.scan import DURING, INHERITED, Finding
-from probe_core.outputs import output_folder
-from probe_core.specs import CommandSpec
+from probe_core.api import CommandSpec, hookimpl, output_folder
+
+from probe_overflow_check.analyze import StepResult, analyze, job_first, write_reports
+from probe_overflow_check.scan import DURING, INHERITED, Finding
 
 COMMAND = "overflow-check"
 HELP = "find the first NaN/Inf of a run across ranks (before, in or after communication); msprobe's overflow_check"

@@ -2,7 +2,7 @@
 
 ``-tp``/``-gp`` may name a rank folder, a step folder of rank folders, or a
 root of step folders; finding and reading the files is the dump reader's job
-(:func:`probe_core.dump.discover`, :class:`probe_core.dump.RankDump`). This
+(:func:`probe_core.api.discover`, :class:`probe_core.api.RankDump`). This
 module adds what a graph needs beyond a dump (construct.json present and not
 empty, stack.json present), with errors that say how to fix the dump.
 """
@@ -13,9 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from probe_core.errors import DumpError, GraphError
-from probe_core.graph.build import build_graph
-from probe_core.graph.model import Graph
+from probe_core.api import build_graph, DumpError, Graph, GraphError
 
 
 @dataclass(frozen=True, order=True)
@@ -33,7 +31,7 @@ class RankFolder:
 
 def discover(path: str | Path, ranks: list[int] | None = None, steps: list[int] | None = None) -> list[RankFolder]:
     """Every rank dump under ``path``, sorted by (step, rank); only ``ranks`` and ``steps`` when given."""
-    from probe_core.dump import discover as discover_dumps
+    from probe_core.api import discover as discover_dumps
 
     path = Path(path)
     if path.is_dir() and not (path / "dump.json").is_file():
@@ -63,7 +61,7 @@ def load_graph(where: RankFolder, source: str = "NPU", registry: Any = None) -> 
 
     With a plugin ``registry`` the graph also learns its data mode (``graph.mode``, the mode's name).
     """
-    from probe_core.dump import RankDump
+    from probe_core.api import RankDump
 
     folder = where.folder
     if not (folder / "stack.json").is_file() and not _has_journal_only(folder):
@@ -85,7 +83,7 @@ def load_graph(where: RankFolder, source: str = "NPU", registry: Any = None) -> 
 
 def _dump_dir(dump: Any) -> str | None:
     """The header's ``dump_data_dir``: the tensor folder's path, or null."""
-    from probe_core.dump.leaves import _short
+    from probe_core.api import short_text as _short
 
     value = dump.header.get("dump_data_dir")
     if value is not None and not isinstance(value, str):

@@ -1,7 +1,7 @@
 """The first NaN/Inf of each step and of the whole job, across ranks, and msprobe's report of it.
 
-Each rank dump is read once (:func:`~probe_core.anomaly.scan.scan_rank`); the ranks' first NaN/Infs of
-a step are ordered through their communication entries (:mod:`probe_core.dump.order`). Steps are in
+Each rank dump is read once (:func:`~probe_overflow_check.scan.scan_rank`); the ranks' first NaN/Infs of
+a step are ordered through their communication entries (``probe_core.api.first_across_ranks``). Steps are in
 time order, so the job's first NaN/Inf is the first of the earliest step that has one.
 
 The report is msprobe's ``anomaly_analyze_{timestamp}.json``: ``{"rank_{R}": [node, ...]}``, a node
@@ -18,11 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from probe_core.anomaly.scan import Finding, RankScan, scan_rank
-from probe_core.dump import DumpEntry, discover
-from probe_core.dump.order import concurrent_with, first_across_ranks
-from probe_core.errors import DumpError
-from probe_core.outputs import write_new, writing
+from probe_core.api import concurrent_with, discover, DumpEntry, DumpError, first_across_ranks, write_new, writing
+
+from probe_overflow_check.scan import Finding, RankScan, scan_rank
 
 
 @dataclass(frozen=True)
@@ -112,7 +110,7 @@ def report(result: StepResult) -> dict[str, list[dict[str, Any]]]:
 def write_reports(results: list[StepResult], out: str | Path) -> list[Path]:
     """One ``anomaly_analyze_{timestamp}.json`` per step with a NaN/Inf (``..._step{N}_...`` when the dump
     has several steps), each a new file; none when the dump is clean. ``out`` is a folder
-    :func:`probe_core.outputs.prepare_output_dir` checked."""
+    :func:`probe_core.api.prepare_output_dir` checked."""
     several = len(results) > 1
     written: list[Path] = []
     with writing(f"the reports in {out}", lambda: [str(path) for path in written]):
@@ -126,6 +124,6 @@ def write_reports(results: list[StepResult], out: str | Path) -> list[Path]:
 
 
 def _probe_warning() -> type[Warning]:
-    from probe_core.plugins import ProbeWarning
+    from probe_core.api import ProbeWarning
 
     return ProbeWarning

@@ -16,24 +16,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from probe_core.compare.comparator import load_comparators
-from probe_core.compare.judge import EntryFacts, NoiseReference
-from probe_core.compare.verdicts import StepFacts, judge_job
-from probe_core.errors import GraphError
-from probe_core.executor import ExecutorChoice, RegistryRef, job_executor, registry_of, registry_ref, run_jobs
-from probe_core.gcpause import collector_paused
-from probe_core.graph.export import export_dump
-from probe_core.graph.jobs import GraphJob
-from probe_core.graph.match import match_graphs
-from probe_core.graph.merge import Layout, group_jobs, merge_side
-from probe_core.graph.model import Graph
-from probe_core.graph.overflow import mark_overflow
-from probe_core.graph.precision import ERROR_AT, ERROR_INDEX, node_colors, score_graphs, tool_tips
-from probe_core.graph.source import RankFolder, discover, load_graph
-from probe_core.modes import DataMode, common_mode, load_mode
-from probe_core.outputs import output_folder
-from probe_core.graph.summary import GraphSummary, summarize
-from probe_core.graph.vis_db import GraphRows, VisConfig, graph_rows, write_vis_db
+from probe_core.api import (collector_paused, DataMode, EntryFacts, ExecutorChoice, Graph, GraphError,
+                            job_executor, judge_job, Layout, load_comparators, load_mode, merge_side, NoiseReference, pair_mode,
+                            output_folder, registry_of, registry_ref, RegistryRef, run_jobs, StepFacts)
+from probe_graph.export import export_dump
+from probe_graph.jobs import GraphJob, group_jobs
+from probe_graph.match import match_graphs
+from probe_graph.overflow import mark_overflow
+from probe_graph.precision import ERROR_AT, ERROR_INDEX, node_colors, score_graphs, tool_tips
+from probe_graph.source import discover, load_graph, RankFolder
+from probe_graph.summary import GraphSummary, summarize
+from probe_graph.vis_db import graph_rows, GraphRows, VisConfig, write_vis_db
 
 
 @dataclass(frozen=True)
@@ -90,15 +83,12 @@ def run_job(job: GraphJob, options: GraphOptions, registry: Any) -> JobResult:
 
 
 def compare_mode(target: Graph, bench: Graph, registry: Any) -> DataMode | None:
-    """The data mode two graphs are compared in (``None``: structure only)."""
+    """The data mode two graphs are compared in, decided as ``probe compare`` decides it (``None``: structure
+    only)."""
     if STRUCTURE_TASK in (target.task, bench.task) or not (target.mode and bench.mode):
         return None
-    a, b = load_mode(registry.data_modes[target.mode]), load_mode(registry.data_modes[bench.mode])
-    common = common_mode(a, b, registry)
-    if common is None:
-        raise GraphError(f"cannot compare a {a.name} dump ({target.dump_file}) with a {b.name} dump "
-                         f"({bench.dump_file}): dump both sides with the same task/summary_mode")
-    return common[0]
+    return pair_mode(load_mode(registry.data_modes[target.mode]), load_mode(registry.data_modes[bench.mode]),
+                     registry, target.dump_file, bench.dump_file)
 
 
 def _run_job(job: GraphJob, options: GraphOptions, registry: Any) -> JobResult:
@@ -115,7 +105,7 @@ def _run_job(job: GraphJob, options: GraphOptions, registry: Any) -> JobResult:
             mark_overflow(bench)
         mode = compare_mode(target, bench, registry)
         result.mode = mode.name if mode is not None else STRUCTURE_TASK
-        match_graphs(target, bench, fuzzy=options.fuzzy, layer_mapping=options.layer_mapping)
+        match_graphs(target, bench, fuzzy=options.fuzzy, layer_mapping=options.layer_mapping, registry=registry)
         comparators = load_comparators(registry, mode.name) if mode is not None else []
         metrics, result.facts = score_graphs(target, bench, mode, comparators, options.rules)
     if options.tensor_log and bench is not None:
@@ -174,12 +164,12 @@ def run_graph(target_path: str | Path, bench_path: str | Path | None, output_dir
               progress: bool = True, executor: ExecutorChoice | None = None) -> tuple[Path, list[GraphSummary]]:
     """Everything ``probe graph`` does but printing: returns the written file and the summaries.
 
-    ``registry`` defaults to the process-wide one (:func:`probe_core.plugins.current_registry`); the graphs
+    ``registry`` defaults to the process-wide one (:func:`probe_core.api.current_registry`); the graphs
     are built in ``workers`` local processes, or where ``executor`` says (``--executor``/``--scheduler``).
     """
     executor = executor or ExecutorChoice("local", workers)
     if registry is None:
-        from probe_core.plugins import current_registry
+        from probe_core.api import current_registry
 
         registry = current_registry()
     with collector_paused(), output_folder(output_dir, flag="-o"):  # see run_job; the folder checked first
@@ -195,7 +185,7 @@ def _run_graph(target_path: str | Path, bench_path: str | Path | None, output_di
     if compare:
         references = None
         if options.noise_reference is not None and options.rules == "noise":
-            from probe_core.compare.reference import noise_references
+            from probe_core.api import noise_references
 
             references = noise_references(options.noise_reference, registry, progress=progress)
         apply_verdicts(results, options.rules, references)

@@ -1,13 +1,13 @@
 """Precision index and colours of compared nodes: the compare module's one judge, applied to graph nodes.
 
 Each matched target node is compared as ``probe compare`` compares its entry
-(:func:`probe_core.compare.engine.compare_entry`: the same comparators, the
+(:func:`probe_core.api.compare_entry`: the same comparators, the
 same rules, the data mode and the comparator plugins; plain nodes a chunk at a
-time on the columnar path, :mod:`probe_core.compare.columnar`) and gets a precision
+time on the columnar path, :class:`probe_core.api.ColumnarCompare`) and gets a precision
 index from the verdict (pass 0, warning 0.5, error 1). The facts of every
 node go to the same noise-aware judge as ``probe compare``'s
-(:func:`probe_core.compare.verdicts.judge_job`, run over all graphs by
-:mod:`probe_core.graph.service`), whose errors then turn nodes red: both
+(:func:`probe_core.api.judge_job`, run over all graphs by
+:mod:`probe_graph.service`), whose errors then turn nodes red: both
 commands name the same first divergence. The viewer colours nodes by
 ``tb_config.node_colors``: pale for [0, 0.3), orange for [0.3, 0.6), red for
 [0.6, 1], grey for unmatched nodes. The data mode says how each leaf's
@@ -20,14 +20,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from probe_core.compare.comparator import LoadedComparator
-from probe_core.compare.columnar import ColumnarCompare, Plain
-from probe_core.compare.engine import compare_entry
-from probe_core.compare.judge import EntryFacts, entry_facts, plain_facts
-from probe_core.dump import DumpEntry, RankDump
-from probe_core.graph.model import Graph, Node
-from probe_core.graph.vis_db import MetricValues, NodeMetrics
-from probe_core.modes import DataMode
+from probe_core.api import (ColumnarCompare, compare_entry, DataMode, DumpEntry, entry_facts, EntryFacts, Graph,
+                            LoadedComparator, Node, Plain, plain_facts, RankDump)
+from probe_graph.vis_db import MetricValues, NodeMetrics
 
 PASS_INDEX, WARNING_INDEX, ERROR_INDEX = 0.0, 0.5, 1.0
 WARNING_AT, ERROR_AT = 0.3, 0.6
@@ -129,7 +124,7 @@ def _score(node: Node, mode: DataMode | None, comparators: Sequence[LoadedCompar
 
 
 def _metric_values(plain: Plain) -> MetricValues:
-    """A plain entry's metrics, shown when its row is written (:class:`~probe_core.graph.vis_db.MetricValues`)."""
+    """A plain entry's metrics, shown when its row is written (:class:`~probe_graph.vis_db.MetricValues`)."""
     return MetricValues(plain.names, [plain.name + suffix for suffix in plain.rows.suffixes], plain.metrics)
 
 

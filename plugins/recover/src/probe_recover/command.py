@@ -13,9 +13,7 @@ import argparse
 import warnings
 from pathlib import Path
 
-from probe_core import hookimpl
-from probe_core.errors import DumpError
-from probe_core.specs import CommandSpec
+from probe_core.api import CommandSpec, DumpError, hookimpl
 
 JOURNAL = ".journal.jsonl"
 
@@ -42,18 +40,17 @@ def journals(root: Path) -> list[Path]:
 
 
 def _live_writer(root: Path) -> Path | None:
-    from probe_core.collect.runlock import _held
+    from probe_core.api import lock_held
 
     for folder in (root, root.parent, root.parent.parent):
-        if _held(folder):
+        if lock_held(folder):
             return folder
     return None
 
 
 def recover(root: Path, keep_journal: bool = False) -> list[tuple[Path, str]]:
     """Finalise every journal under ``root``; returns (rank folder, what was done)."""
-    from probe_core.collect.journal import drop_unwritten, recover_step
-    from probe_core.dump.journal import read_journal
+    from probe_core.api import drop_unwritten, read_journal, recover_step
 
     live = _live_writer(root)
     if live is not None:
@@ -86,7 +83,7 @@ def recover(root: Path, keep_journal: bool = False) -> list[tuple[Path, str]]:
 
 
 def _probe_warning() -> type[Warning]:
-    from probe_core.plugins import ProbeWarning
+    from probe_core.api import ProbeWarning
 
     return ProbeWarning
 

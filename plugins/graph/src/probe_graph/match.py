@@ -18,10 +18,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from probe_core.compare.mapping import NameMap, builtin_map
-from probe_core.errors import GraphError
-from probe_core.graph.model import Graph, Node, NodeKind
-from probe_core.graph.names import split_module, without_count
+from probe_core.api import builtin_map, Graph, GraphError, NameMap, Node, NodeKind, split_module, without_count
 
 LayerMap = Mapping[str, Mapping[str, str]]
 KeyFn = Callable[[Node, bool], Any]
@@ -29,7 +26,7 @@ KeyFn = Callable[[Node, bool], Any]
 
 def load_layer_mapping(path: str | Path) -> dict[str, dict[str, str]]:
     """Read a layer-mapping YAML: ``{Class: {target_name: bench_name}}``."""
-    from probe_core.safeyaml import load_yaml
+    from probe_core.api import load_yaml
 
     data = load_yaml(path, flag="--layer-mapping", error=GraphError,
                      hint="a layer mapping is 'Class: {target_name: bench_name}'")
@@ -134,12 +131,12 @@ def without_count_of(node: Node) -> str:
 
 
 def match_graphs(target: Graph, bench: Graph, *, fuzzy: bool = False,
-                 layer_mapping: LayerMap | bool | None = None) -> int:
+                 layer_mapping: LayerMap | bool | None = None, registry: Any = None) -> int:
     """Link matched nodes (``node.matched`` on both sides); return the number of matched target nodes.
 
     With ``layer_mapping`` the graphs may come from two frameworks: modules match by path (class and
     ``Cell``/``Module`` ignored), APIs under matched modules by their name through the built-in
-    MindSpore<->PyTorch table, in call order.
+    name table the installed plugins register for the two frameworks (``registry``'s), in call order.
     """
     for graph in (target, bench):
         for node in graph.nodes.values():
@@ -149,7 +146,7 @@ def match_graphs(target: Graph, bench: Graph, *, fuzzy: bool = False,
     name_map = None
     if by_layer:
         key = _layer_key(_mapped_paths(target, layer_mapping if isinstance(layer_mapping, Mapping) else {}))
-        name_map = builtin_map(target.framework, bench.framework)
+        name_map = builtin_map(target.framework, bench.framework, registry)
     pending = [(target.root, bench.root)]
     matched = 0
     while pending:

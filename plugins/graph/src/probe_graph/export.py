@@ -11,11 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from probe_core.config import DEFAULT_TASK
-from probe_core.graph.flatten import INPUT_KEYS
-from probe_core.graph.model import Graph, Node, NodeKind, TensorTable
-from probe_core.graph.names import is_params_grad
-from probe_core.outputs import writing
+from probe_core.api import DEFAULT_TASK, Graph, INPUT_KEYS, is_params_grad, Node, NodeKind, TensorTable, writing
 
 
 def _refill(value: Any, key: str, table: TensorTable) -> Any:

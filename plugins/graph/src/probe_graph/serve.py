@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from probe_core.errors import GraphError
+from probe_core.api import GraphError
 
 VIEWER = "tb-graph-ascend"
 

@@ -10,11 +10,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from probe_core import hookimpl
-from probe_core.errors import GraphError
-from probe_core.executor import add_executor_arguments, executor_choice
-from probe_core.selection import add_selection_arguments, selection
-from probe_core.specs import CommandSpec
+from probe_core.api import (add_executor_arguments, add_selection_arguments, CommandSpec, executor_choice, GraphError,
+                            hookimpl, selection)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -68,7 +65,7 @@ def _pair(values: list | None, name: str, default):
 
 def _layouts(args: argparse.Namespace):
     """The (target, bench) parallel layouts, or None when no --rank-size is given."""
-    from probe_core.graph.merge import DEFAULT_ORDER, Layout
+    from probe_core.api import DEFAULT_ORDER, Layout
 
     if not args.rank_size:
         if args.tp or args.pp or args.vpp:
@@ -83,18 +80,18 @@ def _layouts(args: argparse.Namespace):
 def _mapping(value):
     if value is None or value is True:
         return value
-    from probe_core.graph.match import load_layer_mapping
+    from probe_graph.match import load_layer_mapping
 
     return load_layer_mapping(value)
 
 
 def run(args: argparse.Namespace) -> int:
-    from probe_core.compare.reference import reference_pair
-    from probe_core.graph.service import GraphOptions, run_graph
-    from probe_core.graph.summary import print_summary
+    from probe_core.api import reference_pair
+    from probe_graph.service import GraphOptions, run_graph
+    from probe_graph.summary import print_summary
 
     if args.serve:
-        from probe_core.graph.serve import serve
+        from probe_graph.serve import serve
 
         return serve(args.serve, args.port)
     if len(args.paths) > 2:

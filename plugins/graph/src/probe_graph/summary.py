@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from probe_core.graph.model import Graph
-from probe_core.graph.precision import ERROR_AT, WARNING_AT
-from probe_core.selection import abridged, gaps
+from probe_core.api import abridged, gaps, Graph
+from probe_graph.precision import ERROR_AT, WARNING_AT
 
 
 @dataclass(frozen=True)

@@ -20,14 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from probe_core.errors import GraphError
-from probe_core.fastjson import dumps, float_texts
-from probe_core.graph.model import Graph, TensorTable
-
-try:
-    from probe_core._reprs import tables_json
-except ImportError:  # built without a C compiler
-    tables_json = None
+from probe_core.api import dumps, float_texts, Graph, GraphError, tables_json, TensorTable
 
 NODE_COLUMNS = (
     ("id", "TEXT PRIMARY KEY"), ("graph_id", "TEXT NOT NULL"), ("node_order", "INTEGER NOT NULL"),
@@ -273,8 +266,8 @@ def _safe_output_dir(folder: Path) -> Path:
 def write_vis_db(path: str | os.PathLike, parts: Iterable[GraphRows], config: VisConfig) -> Path:
     """Write ``path`` (a ``*.vis.db``; ``{stem}_1.vis.db``, ... when another run holds the name) from graph rows
     and the config; return the path written. A write that fails (a full disk) is one
-    :class:`~probe_core.outputs.OutputError` line, and leaves no file behind."""
-    from probe_core.outputs import create_exclusive, writing
+    :class:`~probe_core.api.OutputError` line, and leaves no file behind."""
+    from probe_core.api import create_exclusive, writing
 
     wanted = Path(path)
     _safe_output_dir(wanted.parent)
