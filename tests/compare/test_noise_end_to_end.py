@@ -1,7 +1,8 @@
 """The noise judge end to end: real float32 runs of a tiny torch model against a float64 bench.
 
 ``probe run`` collects six runs of the same seeded training script (two blocks of Linear + GELU +
-LayerNorm, a head, softmax, three SGD steps): the bench in float64, and in float32 a clean target,
+LayerNorm, causal self-attention over the batch masked with the dtype's ``finfo.min`` as transformers masks,
+a head, softmax, three SGD steps): the bench in float64, and in float32 a clean target,
 one where block 1's GELU uses the tanh approximation, one whose learning rate is doubled, one where
 block 1's linear layer runs under bfloat16 autocast, and one with both the tanh GELU and the doubled
 learning rate (the GELU run is then a ``--noise-reference``: a known, accepted difference). Every
@@ -54,7 +55,15 @@ SCRIPT = textwrap.dedent("""
             self.head = torch.nn.Linear(16, 4)
 
         def forward(self, x):
-            return torch.softmax(self.head(self.blocks(x)), dim=-1)
+            h = self.blocks(x)
+            # causal self-attention over the batch rows, masked as transformers masks: with the dtype's own
+            # finfo.min (-3.4e38 in float32, -1.8e308 in float64), through a dtype-typed tensor and where()
+            scores = h @ h.T / 4.0
+            hidden = torch.triu(torch.ones(len(h), len(h), dtype=torch.bool), 1)
+            low = torch.tensor(torch.finfo(scores.dtype).min, dtype=scores.dtype)
+            scores = torch.where(hidden, low, scores) + torch.zeros_like(scores).masked_fill(hidden, low)
+            h = h + torch.softmax(scores, dim=-1) @ h
+            return torch.softmax(self.head(h), dim=-1)
 
 
     net = Net().to(dtype)

@@ -385,3 +385,57 @@ def test_entry_kind_is_the_last_direction_among_the_name_parts():
             name = ".".join(combo)
             assert _kind(name) == by_split(name), name
     assert _kind("Module.fc.Linear.backward.3") == "backward" and _kind("Torch.add.2.forward") == "forward"
+
+
+def test_a_dtype_derived_constant_is_the_same_at_each_sides_precision():
+    """A causal mask filled with finfo(dtype).min: -3.4e38 in a float32 target, -1.8e308 in a float64 bench.
+    Its Min (and the Mean and Norm the constant overflows) say nothing; the unmasked values decide."""
+    scores = np.random.default_rng(2).standard_normal((8, 8))
+    mask = np.triu(np.ones((8, 8), dtype=bool), 1)
+
+    def masked(values, dtype, np_dtype):
+        filled = np.where(mask, np.finfo(np_dtype).min, values.astype(np_dtype)).astype(np_dtype)
+        with np.errstate(over="ignore"):
+            mean, norm = float(filled.mean(dtype=np_dtype)), float(np.sqrt((filled * filled).sum(dtype=np_dtype)))
+        return TensorMeta("X.output.0", "output", "torch.Tensor", dtype, (8, 8), float(filled.max()),
+                          float(filled.min()), mean, norm, False, None, None, None, True)
+
+    target, bench = masked(scores, "torch.float32", np.float32), masked(scores, "torch.float64", np.float64)
+    assert target.min == -3.4028234663852886e38 and bench.min == -1.7976931348623157e308
+    assert math.isinf(target.mean) and math.isinf(bench.mean) and math.isinf(target.norm)
+    assert 0 < stats_discrepancy(target, bench) <= 2 * U  # the Max: one float32 rounding
+    assert stats_discrepancy(masked(scores * 1.01, "torch.float32", np.float32), bench) > 1e-3  # a real change
+    # one side overflowed where the other did not: a break, as before
+    assert stats_discrepancy(masked(scores, "torch.float32", np.float32), leaf(scores, "torch.float64")) == math.inf
+
+
+def test_the_columnar_discrepancy_is_the_row_discrepancy_on_saturated_statistics():
+    from probe_modes.statistics import StatColumns, discrepancy_columns
+
+    big = 3.4028234663852886e38
+    rows = [((1.0, -big, -math.inf, math.inf), (1.0 + 1e-7, -big, -math.inf, math.inf)),   # a float32 mask
+            ((2.0, -big, -big / 2, big), (2.5, -big, -big / 3, big)),                     # saturated, max off
+            ((1.0, -1.0, 0.1, 3.0), (1.0, -1.0, 0.1, 3.0)),                                # equal
+            ((1.0, -1.0, math.nan, 3.0), (1.0, -1.0, math.nan, 3.0)),                      # NaN on both sides
+            ((math.inf, -1.0, 0.1, math.inf), (3.0, -1.0, 0.1, 5.0))]                      # one-sided Inf
+    pairs = [(TensorMeta("X.output.0", "output", "torch.Tensor", "torch.float32", (4, 4), *a, False, None, None, None,
+                         True),
+              TensorMeta("X.output.0", "output", "torch.Tensor", "torch.float32", (4, 4), *b, False, None, None, None,
+                         True)) for a, b in rows]
+    by_row = [stats_discrepancy(npu, bench) for npu, bench in pairs]
+    assert by_row[2] == by_row[3] == 0.0 and by_row[4] == math.inf and by_row[1] == pytest.approx(0.5 / 2.5)
+    assert discrepancy_columns(*StatColumns.of(pairs)) == pytest.approx(by_row)
+
+
+def test_inputs_far_beyond_noise_from_outside_matter_whatever_the_loss():
+    """A buffer computed at initialisation (rotary frequencies) differs: the first call that reads it has inputs
+    1% apart while nothing dumped before made any error. A random-init loss barely moves: still the answer."""
+    facts = [entry(0, "Tensor.__mul__.0.forward", inp=1e-2, out=1e-2),
+             entry(1, "Functional.cross_entropy.0.forward", inp=1e-2, out=2 * U),
+             entry(2, "Functional.cross_entropy.0.backward", out=U)]
+    judged = judge_step(facts, 0)
+    assert judged.consequential and (judged.first.name, judged.first.kind) == ("Tensor.__mul__.0.forward", "inputs")
+    # parameters that differ that much are AdamW's amplified noise until the loss says otherwise
+    amplified = [entry(0, "Module.fc.Linear.forward.0", param=1e-2, out=1e-2),
+                 entry(1, "Functional.cross_entropy.0.forward", inp=1e-2, out=2 * U)]
+    assert judge_step(amplified, 1, baseline=U).first is None

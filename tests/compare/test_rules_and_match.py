@@ -9,7 +9,7 @@ import random
 from probe_core.compare.mapping import NameMap, builtin_map, load_mapping
 from probe_core.compare.match import _Keyer, match_entries
 from probe_core.compare.judge import entry_facts, judge_step
-from probe_core.compare.rules import ERROR, PASS, WARNING, RowResult, api_op, judge_entry
+from probe_core.compare.rules import ERROR, PASS, WARNING, RowResult, _row_rules, api_op, judge_entry
 from probe_core.dump import EntryRef, TensorMeta
 from probe_core.dump.names import parse_entry_name
 from probe_modes.md5 import Md5Mode
@@ -234,3 +234,23 @@ def test_a_worst_row_within_the_modes_tolerance_says_how_far_apart_it_is():
     facts = entry_facts(name, 0, None, PASS, rows, STATISTICS, bench_name=name)
     assert facts.worst_input.startswith("input.0: ") and "apart for its scale" in facts.worst_input
     assert "agrees" not in facts.worst_input
+
+
+def test_dtype_derived_constants_and_dtype_arguments_are_each_sides_own():
+    """A float64 bench against a float32 target: torch.finfo(dtype).min as a scalar argument, and a dtype
+    argument naming each side's precision, are no error; any other difference of such arguments is."""
+    def arg(value, kind="float"):
+        return TensorMeta("M.input.1", "input", kind, kind, (), value, value, value, value, None, None, None, value,
+                          False)
+
+    same = [RowResult(arg(-3.4028234663852886e38), arg(-1.7976931348623157e308)),   # finfo.min
+            RowResult(arg(1.1920928955078125e-07), arg(2.220446049250313e-16)),     # finfo.eps
+            RowResult(arg("torch.float32", "torch.dtype"), arg("torch.float64", "torch.dtype"))]
+    differ = [RowResult(arg(-3.4028234663852886e38), arg(1.7976931348623157e308)),  # min vs max
+              RowResult(arg(1e-5), arg(1e-6)),
+              RowResult(arg("torch.float32", "torch.dtype"), arg("torch.int64", "torch.dtype"))]
+    for row in same + differ:
+        _row_rules(row)
+    assert [row.result for row in same] == [PASS] * 3, [row.messages for row in same]
+    assert "each side's own precision" in same[2].err_message
+    assert [row.result for row in differ] == [ERROR] * 3

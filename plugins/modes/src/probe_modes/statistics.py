@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from probe_core.api import (
-    as_float, ComparatorSpec, DataMode, DataModeSpec, ERROR, float_texts, hookimpl, is_bad, LeafPair, metric_values,
-    NA, relative_error, RowResult, WARNING,
+    as_float, ComparatorSpec, DataMode, DataModeSpec, ERROR, float_texts, hookimpl, is_bad, largest, LeafPair,
+    metric_values, NA, relative_error, RowResult, WARNING,
 )
 
 STAT_KEYS = ("Max", "Min", "Mean", "Norm")
@@ -66,10 +66,12 @@ def statistics_metrics(npu: Any, bench: Any) -> dict[str, Any]:
 @dataclass(frozen=True)
 class StatColumns:
     """One side of many compared rows, the statistics mode's column form: ``stats`` (rows x 4 float64: Max,
-    Min, Mean, Norm) and ``count`` (each tensor's number of elements, from the bench's shape, float64)."""
+    Min, Mean, Norm), ``count`` (each tensor's number of elements, from the bench's shape, float64) and
+    ``big`` (the largest finite value of each row's dtype, 0 for integers: :func:`probe_core.api.largest`)."""
 
     stats: Any
     count: Any
+    big: Any
 
     @classmethod
     def of(cls, rows: Sequence[tuple[Any, Any]]) -> tuple[StatColumns, StatColumns]:
@@ -79,11 +81,14 @@ class StatColumns:
 
         if hasattr(rows, "target_stats"):
             count = np.array(rows.counts, dtype=np.float64)
-            return (cls(np.array(rows.target_stats, dtype=np.float64).reshape(-1, 4), count),
-                    cls(np.array(rows.bench_stats, dtype=np.float64).reshape(-1, 4), count))
+            big = np.array([largest(dtype) for dtype in rows.dtypes], dtype=np.float64)
+            return (cls(np.array(rows.target_stats, dtype=np.float64).reshape(-1, 4), count, big),
+                    cls(np.array(rows.bench_stats, dtype=np.float64).reshape(-1, 4), count, big))
         count = np.array([_count(bench.shape) for _, bench in rows], dtype=np.float64)
-        return (cls(np.array([npu.stats for npu, _ in rows], dtype=np.float64), count),
-                cls(np.array([bench.stats for _, bench in rows], dtype=np.float64), count))
+        return (cls(np.array([npu.stats for npu, _ in rows], dtype=np.float64), count,
+                    np.array([largest(npu.dtype) for npu, _ in rows], dtype=np.float64)),
+                cls(np.array([bench.stats for _, bench in rows], dtype=np.float64), count,
+                    np.array([largest(bench.dtype) for _, bench in rows], dtype=np.float64)))
 
 
 def _count(shape: Any) -> int:
@@ -117,13 +122,18 @@ def discrepancy_columns(target: StatColumns, bench: StatColumns) -> list[float]:
 
     a, b = target.stats, bench.stats
     with np.errstate(all="ignore"):
-        finite = np.isfinite(a).all(axis=1) & np.isfinite(b).all(axis=1)
-        alike = ((a == b) | (np.isnan(a) & np.isnan(b))).all(axis=1)
-        magnitude = np.abs(np.concatenate([a[:, :2], b[:, :2]], axis=1)).max(axis=1)
-        scales = np.stack([magnitude, magnitude, b[:, 3] / np.sqrt(np.maximum(bench.count, 1.0)), b[:, 3]], axis=1)
+        big_a, big_b = target.big[:, None], bench.big[:, None]
+        sat_a = np.isinf(a) | ((big_a > 0) & (np.abs(a) >= SATURATED * big_a))
+        sat_b = np.isinf(b) | ((big_b > 0) & (np.abs(b) >= SATURATED * big_b))
+        kept = ~((np.isnan(a) & np.isnan(b)) | ((a == b) & np.isinf(a)) | (sat_a & sat_b & ((a > 0) == (b > 0))))
+        broken = (kept & ~(np.isfinite(a) & np.isfinite(b))).any(axis=1)
+        extremes = np.where(kept[:, :2], np.maximum(np.abs(a[:, :2]), np.abs(b[:, :2])), 0.0)
+        magnitude = np.nan_to_num(extremes, posinf=0.0).max(axis=1)
+        rms = np.where(kept[:, 3], b[:, 3] / np.sqrt(np.maximum(bench.count, 1.0)), magnitude)
+        scales = np.stack([magnitude, magnitude, rms, b[:, 3]], axis=1)
         off = np.where(scales > 0, np.abs(a - b) / scales, np.inf)
-        worst = np.where(a != b, off, 0.0).max(axis=1)
-        worst = np.where(finite, worst, np.where(alike, 0.0, np.inf))
+        worst = np.where(kept & (a != b), off, 0.0).max(axis=1)
+        worst = np.where(broken, np.inf, worst)
         worst = np.where((a == b).all(axis=1), 0.0, worst)
     return worst.tolist()
 
@@ -153,26 +163,53 @@ def _numbers(stats: Any) -> tuple[float, ...]:
     return tuple(out)
 
 
+#: a statistic within this fraction of its dtype's largest value (or infinite) is *saturated*: it is made of a
+#: constant the model derives from its dtype (``finfo(dtype).min`` in a causal mask), or overflowed
+SATURATED = 2.0 ** -4
+
+
+def _saturated(value: float, big: float) -> bool:
+    return math.isinf(value) or (big > 0 and abs(value) >= SATURATED * big)
+
+
+def _comparable(a: tuple[float, ...], b: tuple[float, ...], big_a: float, big_b: float) -> tuple[bool, ...]:
+    """Which statistics say something about the values: not a NaN on both sides, and not saturated on both
+    sides with one sign (each side at its own dtype's scale: float32's -3.4e38 and float64's -1.8e308 are the
+    same ``finfo.min``; -inf and -inf are the same overflow)."""
+    return tuple(not ((x != x and y != y) or (x == y and math.isinf(x))
+                      or (_saturated(x, big_a) and _saturated(y, big_b) and (x > 0) == (y > 0)))
+                 for x, y in zip(a, b))
+
+
 def stats_discrepancy(npu: Any, bench: Any) -> float | None:
     """How far apart two tensors' statistics are, each against its natural scale: Max and Min against the
     larger magnitude of both, Mean against the root mean square (Norm / sqrt(n)), Norm against itself
     (an integer tensor has Max and Min only). For a tensor whose every element is off by a relative ``e``
-    the result is at most about ``e``; ``None`` when the statistics cannot be compared."""
+    the result is at most about ``e``; ``None`` when the statistics cannot be compared.
+
+    Statistics that are not :func:`_comparable` are left out (a masked tensor's Min and Mean, an overflowed
+    Norm on both sides): the others decide. A statistic that is NaN or infinite on one side only (and not
+    saturated on the other) is infinitely apart."""
     a, b = _numbers(npu.stats), _numbers(bench.stats)
     if len(a) < 2 or len(a) != len(b):
         return None
     if a == b:
         return 0.0
-    if not all(map(math.isfinite, a + b)):
-        same = all(x == y or (math.isnan(x) and math.isnan(y)) for x, y in zip(a, b))
-        return 0.0 if same else math.inf
-    magnitude = max(abs(a[0]), abs(a[1]), abs(b[0]), abs(b[1]))
+    kept = (True,) * len(a)
+    if not all(map(math.isfinite, a + b)) or _saturated(a[1], largest(npu.dtype)) \
+            or _saturated(a[0], largest(npu.dtype)):
+        kept = _comparable(a, b, largest(npu.dtype), largest(bench.dtype))
+        if any(k and not (math.isfinite(x) and math.isfinite(y)) for k, x, y in zip(kept, a, b)):
+            return math.inf
+    extremes = [abs(v) for k, x, y in zip(kept[:2], a, b) if k for v in (x, y)]
+    magnitude = max(extremes, default=0.0)
     scales = [magnitude, magnitude]
     if len(a) == 4:
-        scales += [b[3] / math.sqrt(max(_count(bench.shape), 1)), b[3]]
+        rms = b[3] / math.sqrt(max(_count(bench.shape), 1)) if kept[3] else magnitude
+        scales += [rms, b[3]]
     worst = 0.0
-    for x, y, scale in zip(a, b, scales):
-        if x != y:
+    for keep, x, y, scale in zip(kept, a, b, scales):
+        if keep and x != y:
             worst = max(worst, abs(x - y) / scale if scale > 0 else math.inf)
     return worst
 
@@ -234,9 +271,11 @@ class StatisticsMode(DataMode):
         npu, bench = row.npu.stats, row.bench.stats
         if npu == bench:
             return None
-        for label, a, b in zip(STAT_KEYS, npu, bench):
-            if not close(a, b):
-                return f"{label} {a!r} vs {b!r}"
+        a, b = _numbers(npu), _numbers(bench)
+        kept = _comparable(a, b, largest(row.npu.dtype), largest(row.bench.dtype)) if len(a) == len(b) else ()
+        for i, (label, x, y) in enumerate(zip(STAT_KEYS, npu, bench)):
+            if (i >= len(kept) or kept[i]) and not close(x, y):  # a saturated statistic says nothing
+                return f"{label} {x!r} vs {y!r}"
         return None
 
     def tool_tips(self) -> dict[str, str]:

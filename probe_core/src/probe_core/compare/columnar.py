@@ -337,7 +337,8 @@ class LazyPairs:
 class LeafPairs(Sequence):
     """The rows of a chunk's plain entries, as :meth:`DataMode.columns` receives them: a sequence of (target
     leaf, bench leaf), built when first read, and as columns: ``target_stats`` and ``bench_stats`` (four
-    numbers per row, flat: Max, Min, Mean, Norm) and ``counts`` (each row's number of elements)."""
+    numbers per row, flat: Max, Min, Mean, Norm), ``counts`` (each row's number of elements) and ``dtypes``
+    (each row's dtype, the same on both sides of a plain entry)."""
 
     def __init__(self, taken: Sequence[Plain]) -> None:
         self._taken = taken
@@ -345,6 +346,7 @@ class LeafPairs(Sequence):
         self.target_stats = list(chain.from_iterable(plain.stats[0] for plain in taken))
         self.bench_stats = list(chain.from_iterable(plain.stats[1] for plain in taken))
         self.counts = list(chain.from_iterable(plain.rows.counts for plain in taken))
+        self.dtypes = list(chain.from_iterable(plain.rows.dtypes for plain in taken))
 
     def __len__(self) -> int:
         return len(self.counts)

@@ -37,7 +37,9 @@ execution order (:func:`judge_step`):
   than :data:`CONSEQUENCE` times the previous clean step's, and by more
   than :data:`FLOOR` roundoffs. Noise that the optimizer amplifies in a few
   parameters (AdamW on gradients near zero) changes no loss: it names
-  nothing.
+  nothing. Inputs (not parameters) that differ by more than
+  :data:`DECISIVE` times what came before are consequential whatever the
+  loss says: no noise comes in that far;
 
 With a :class:`NoiseReference` (``--noise-reference``: a pair of benign
 runs), the fixed factors give way to what that pair shows: an entry adds
@@ -62,7 +64,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from probe_core.collect.calls import writes_in_place
-from probe_core.compare.rules import ERROR, PASS, RowResult, normalize_dtype
+from probe_core.compare.rules import ERROR, FINFO, PASS, RowResult, normalize_dtype
 
 if TYPE_CHECKING:  # pragma: no cover
     from probe_core.compare.columnar import Plain
@@ -75,6 +77,10 @@ ROUNDOFF = {"float64": 2.0 ** -53, "float32": 2.0 ** -24, "tensorfloat32": 2.0 *
             "float8_e5m2": 2.0 ** -3, "float8_e5m2fnuz": 2.0 ** -3}
 #: output error more than this many times what the entry carries: the entry adds error
 ADDS_ERROR = 32.0
+#: inputs (not parameters) that differ by more than this many times anything produced before them in the step:
+#: a divergence from outside that matters whatever the loss says (a random-init loss may barely move; noise of
+#: another precision or summation order stays far below this, and only parameters carry AdamW's amplified noise)
+DECISIVE = 1024.0
 #: the loss differs by more than this many times the previous clean step's: the divergence matters
 CONSEQUENCE = 8.0
 #: ... and by more than this many roundoffs
@@ -100,6 +106,14 @@ def roundoff(dtype: Any) -> float:
 @lru_cache(maxsize=512)
 def _roundoff(dtype: str) -> float:
     return ROUNDOFF.get(normalize_dtype(dtype), 0.0)
+
+
+@lru_cache(maxsize=512)
+def largest(dtype: Any) -> float:
+    """The largest finite value of a float ``dtype`` (``finfo(dtype).max``, :data:`~probe_core.compare.rules.FINFO`;
+    0 for integers and unknown dtypes)."""
+    found = FINFO.get(normalize_dtype(dtype)) if dtype is not None else None
+    return found[0] if found is not None else 0.0
 
 
 @dataclass(slots=True)
@@ -434,6 +448,7 @@ def judge_step(facts: Sequence[EntryFacts], step: int, baseline: float | None = 
     ruled: dict[int, Finding] = {}
     accepted: set[int] = set()
     outside: Finding | None = None
+    decisive = False                   # the outside divergence is far beyond noise (see DECISIVE)
     last_target_only: EntryFacts | None = None
     produced: dict[tuple, EntryFacts] = {}  # target output statistics -> the entry that produced them
     saved: dict[str, float] = {}       # forward entry -> the worst error of the tensors its backward may read
@@ -486,6 +501,7 @@ def judge_step(facts: Sequence[EntryFacts], step: int, baseline: float | None = 
             outside = _explain(f, step, by_name, last_target_only, produced)
             if outside.index == f.index:  # its own differing inputs and parameters are the rows to read
                 outside.rows = _over(f.inputs, carried + u)
+            decisive = outside.kind != "parameters" and reference is None and f.in_err > DECISIVE * (carried + u)
         siblings[f.parent] = max(context, f.out_err)
         carried = max(carried, f.out_err)
         for key in f.stats_out:
@@ -495,8 +511,8 @@ def judge_step(facts: Sequence[EntryFacts], step: int, baseline: float | None = 
     loss_err = loss.out_err if loss is not None else None
     loss_u = loss.roundoff if loss is not None else 0.0
     consequential = False
-    if outside is not None and loss_err is None:  # no loss dumped (L0 of a compiled model): nothing says it is noise
-        consequential = True
+    if outside is not None and (loss_err is None or decisive):  # no loss dumped (L0 of a compiled model): nothing
+        consequential = True  # says it is noise; or it is far beyond any noise
     elif outside is not None and loss_err is not None:  # the loss itself may be the entry whose inputs differ
         noise = reference.loss.get(step) if reference is not None else None
         expected = CONSEQUENCE * (baseline or 0.0) if noise is None else REFERENCE_LOSS * noise
@@ -590,5 +606,5 @@ def judge_step_by_rules(facts: Sequence[EntryFacts]) -> StepJudgement:
     return StepJudgement({}, None, None)
 
 
-__all__ = ["ADDS_ERROR", "CONSEQUENCE", "EntryFacts", "FLOOR", "Finding", "NONFINITE", "ROUNDOFF", "StepJudgement",
-           "entry_facts", "judge_step", "judge_step_by_rules", "roundoff"]
+__all__ = ["ADDS_ERROR", "CONSEQUENCE", "EntryFacts", "FLOOR", "Finding", "NONFINITE", "ROUNDOFF",
+           "StepJudgement", "entry_facts", "judge_step", "judge_step_by_rules", "largest", "roundoff"]

@@ -107,6 +107,33 @@ def normalize_dtype(dtype: Any) -> str:
     return {"bfloat16": "bfloat16", "float": "float32", "half": "float16", "double": "float64"}.get(text, text)
 
 
+#: what a model derives from a float dtype (``torch.finfo``): the largest finite value, the smallest normal one and
+#: the machine epsilon. Two runs in other dtypes hold the same constant at their own precision (a causal mask
+#: filled with ``finfo(dtype).min``: -3.4e38 in float32, -1.8e308 in float64).
+FINFO = {"float64": (1.7976931348623157e308, 2.2250738585072014e-308, 2.220446049250313e-16),
+         "float32": (3.4028234663852886e38, 1.1754943508222875e-38, 1.1920928955078125e-07),
+         "tensorfloat32": (3.4028234663852886e38, 1.1754943508222875e-38, 1.1920928955078125e-07),
+         "bfloat16": (3.3895313892515355e38, 1.1754943508222875e-38, 0.0078125),
+         "float16": (65504.0, 6.103515625e-05, 0.0009765625),
+         "float8_e4m3fn": (448.0, 0.015625, 0.125), "float8_e5m2": (57344.0, 6.103515625e-05, 0.25)}
+_CONSTANTS = {sign * value: (kind, sign) for values in FINFO.values()
+              for kind, value in zip(("max", "tiny", "eps"), values) for sign in (1.0, -1.0)}
+
+
+def same_dtype_constant(a: Any, b: Any) -> bool:
+    """Whether two numbers are the same dtype-derived constant (``finfo.min`` of float32 and of float64, ...)."""
+    if a.__class__ is not float or b.__class__ is not float:
+        return False
+    found = _CONSTANTS.get(a)
+    return found is not None and found == _CONSTANTS.get(b)
+
+
+def _float_dtype_names(a: Any, b: Any) -> bool:
+    """Whether two argument values both name a float dtype (``torch.float32``, ``Float64``)."""
+    return (a.__class__ is str and b.__class__ is str and normalize_dtype(a) in COMPARABLE_FLOATS
+            and normalize_dtype(b) in COMPARABLE_FLOATS)
+
+
 def is_bad(value: Any) -> bool:
     """True for a float NaN or ±Inf."""
     return isinstance(value, float) and (math.isnan(value) or math.isinf(value))
@@ -126,7 +153,12 @@ def _row_rules(row: RowResult) -> bool:
         row.flag(ERROR, "Tensor on one side, non-tensor on the other.")
         return False
     if not npu.is_tensor:
-        if npu.value != bench.value and not (is_bad(npu.value) and is_bad(bench.value)):
+        if npu.value == bench.value or (is_bad(npu.value) and is_bad(bench.value)) \
+                or same_dtype_constant(npu.value, bench.value):
+            return False
+        if _float_dtype_names(npu.value, bench.value):  # each side names its own precision (a float64 bench)
+            row.messages.append(f"Dtype argument {npu.value} vs {bench.value}: each side's own precision.")
+        else:
             row.flag(ERROR, f"Scalar values differ ({npu.value!r} vs {bench.value!r}).")
         return False
     if npu.dtype is not None and bench.dtype is not None and normalize_dtype(npu.dtype) != normalize_dtype(bench.dtype):
