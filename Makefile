@@ -10,9 +10,9 @@ STAMP  := $(VENV)/.probe-installed
 # needs numpy<2, pinned in the framework install step and in requirements-dev.txt.
 # Every distribution of this repository, installed editable in one pip call so local ones satisfy
 # each other's dependencies.
-DISTS := probe_core[dask] plugins/modes plugins/config_check plugins/parallel_merge plugins/acc_check plugins/monitor plugins/overflow_check plugins/merge_result plugins/recover plugins/graph probe_torch probe_mindspore
+DISTS := probe_core[dask] plugins/modes plugins/config_check plugins/parallel_merge plugins/acc_check plugins/monitor plugins/overflow_check plugins/merge_result plugins/recover plugins/graph plugins/report plugins/locate probe_torch probe_mindspore
 
-.PHONY: demo test install clean
+.PHONY: demo test install clean gpu-check browser
 
 install: $(STAMP)
 
@@ -26,7 +26,8 @@ $(STAMP): Makefile requirements-dev.txt $(wildcard */pyproject.toml plugins/*/py
 
 # The main job on the embedded example: collect the same small training script twice with `probe run`
 # (unmodified script), once with a quiet numerical change (GELU's tanh approximation), then let probe find
-# where the two runs first diverge: `probe compare` (CSV/XLSX + summary) and `probe graph` (.vis.db).
+# where the two runs first diverge: `probe compare` (CSV/XLSX + summary) and `probe graph` (.vis.db), and
+# write `probe report`'s HTML page of the compare (its path printed last).
 DEMO_OUT := demo_output
 
 demo: $(STAMP)
@@ -37,9 +38,25 @@ demo: $(STAMP)
 	$(VENV)/bin/probe run --dump-path $(DEMO_OUT)/target examples/train_demo.py --gelu-tanh
 	$(VENV)/bin/probe compare $(DEMO_OUT)/target $(DEMO_OUT)/bench -o $(DEMO_OUT)/compare
 	$(VENV)/bin/probe graph $(DEMO_OUT)/target $(DEMO_OUT)/bench -o $(DEMO_OUT)/graph
+	$(VENV)/bin/probe report $(DEMO_OUT)/compare -o $(DEMO_OUT)/report.html
 
-test: $(STAMP)
+# The report's browser tests (tests/report/test_browser.py) render pages in headless Chromium, Debian's package:
+# installed here when apt-get can (root); elsewhere those tests skip, saying so.
+browser:
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+		apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; } || \
+		echo "make browser: chromium not installed (needs root and apt-get); the browser tests will skip"
+
+test: $(STAMP) browser
 	$(PY) -m pytest -q
+
+# The GPU-marked tests, then the dump overhead benchmark, on a CUDA machine (under 6 minutes); without CUDA it
+# says so and succeeds. NOTE: benchmarks/dump_overhead.py has no device option yet: its figures are CPU ones.
+gpu-check: $(STAMP)
+	@if ! $(PY) -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"; then \
+		echo "make gpu-check: skipped (torch sees no CUDA device)"; exit 0; fi; \
+	timeout 360 sh -c '$(PY) -m pytest -q -m gpu tests && \
+		$(PY) benchmarks/dump_overhead.py --hidden 256 --layers 2 --batch 8 --seq 64 --steps 8 --no-msprobe'
 
 clean:
 	rm -rf $(VENV) .venv-msprobe .venv-msprobe.lock

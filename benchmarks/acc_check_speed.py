@@ -73,7 +73,7 @@ def wall_check(dump: Path, out: Path, workers: int, dtype: str) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--step", type=int, default=1, help="which step's dump to check (default 1)")
     parser.add_argument("--scale", type=int, default=10, help="repeat the step's API calls this often (default 10)")
     parser.add_argument("--dtype", default="", help="run floating inputs in this dtype (default: as recorded)")

@@ -105,7 +105,7 @@ def run_level(level: str, steps: int, args: argparse.Namespace) -> dict[str, flo
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--levels", default="L0,L1,mix")
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--hidden", type=int, default=256)

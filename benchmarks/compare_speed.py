@@ -201,7 +201,7 @@ def run_pair(label: str, target: Path, bench: Path, size: int, workdir: Path, ms
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--entries", type=int, default=100_000)
     parser.add_argument("--tensors", type=int, default=2_000)
     parser.add_argument("--elements", type=int, default=1_000_000)

@@ -114,7 +114,7 @@ def find_msprobe(hint: str | None) -> str | None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=200_000, help="graph nodes per side (default 200000)")
     parser.add_argument("--msprobe", help="a Python that can import msprobe (mindstudio-probe)")
     parser.add_argument("--keep", action="store_true", help="keep the generated dumps and outputs")

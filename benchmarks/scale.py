@@ -92,7 +92,7 @@ def compare(target: Path, bench: Path, out: Path, ranks: list[int], *flags: str)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ranks", type=int, default=1024)
     parser.add_argument("--entries", type=int, default=20_000)
     parser.add_argument("--sample", type=int, default=8, help="ranks compared in each measurement")

@@ -54,7 +54,7 @@ def fuzz(name: str, seconds: float) -> tuple[int, list[str]]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=5.0, help="minutes per reader (default 5)")
     parser.add_argument("--reader", action="append", choices=list(TARGETS), help="only this reader (repeatable)")
     args = parser.parse_args()

@@ -54,7 +54,7 @@ def build(case: str, dtype: torch.dtype):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--side", choices=("bench", "target"), required=True)
     parser.add_argument("--variant", choices=("same", "f64-bench", "bf16"), default="f64-bench")
     parser.add_argument("--case", default="control", choices=sorted(HF_BUGS))

@@ -303,7 +303,7 @@ class Suite:
 # -- the run -------------------------------------------------------------------------------------------
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", help="comma-separated case names (default: all)")
     parser.add_argument("--variants", help=f"comma-separated variants (default: {','.join(VARIANTS)})")

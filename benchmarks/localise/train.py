@@ -251,7 +251,7 @@ def batches(steps: int, bug: dict) -> list[torch.Tensor]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(allow_abbrev=False)
     parser.add_argument("--side", choices=("bench", "target", "reference"), required=True)
     parser.add_argument("--variant", choices=("same", "reordered", "f64-bench", "bf16"), required=True)
     parser.add_argument("--case", default="control", choices=sorted(BUGS))

@@ -254,3 +254,30 @@ def test_dtype_derived_constants_and_dtype_arguments_are_each_sides_own():
     assert [row.result for row in same] == [PASS] * 3, [row.messages for row in same]
     assert "each side's own precision" in same[2].err_message
     assert [row.result for row in differ] == [ERROR] * 3
+
+
+def test_a_call_made_once_more_shifts_nothing_elsewhere_in_the_call_tree():
+    """The target makes one Tensor.add more in layer 0: by name, every later add (layer 1's) meets the wrong
+    call; by place in the call tree only layer 0's second add is left unmatched, and each backward meets the
+    backward of the call its forward met, whatever parent the recorder gave it."""
+    target = refs(["Tensor.add.0.forward", "Tensor.add.1.forward", "Module.l0.Block.forward.0",
+                   "Tensor.add.2.forward", "Module.l1.Block.forward.0",
+                   "Tensor.add.2.backward", "Tensor.add.0.backward", "Module.l0.Block.backward.0"])
+    bench = refs(["Tensor.add.0.forward", "Module.l0.Block.forward.0", "Tensor.add.1.forward",
+                  "Module.l1.Block.forward.0", "Tensor.add.1.backward", "Tensor.add.0.backward",
+                  "Module.l0.Block.backward.0"])
+    target_parents = {"Tensor.add.0.forward": "Module.l0.Block.forward.0",
+                      "Tensor.add.1.forward": "Module.l0.Block.forward.0",
+                      "Tensor.add.2.forward": "Module.l1.Block.forward.0",
+                      "Tensor.add.0.backward": "Module.l0.Block.backward.0"}
+    bench_parents = {"Tensor.add.0.forward": "Module.l0.Block.forward.0",
+                     "Tensor.add.1.forward": "Module.l1.Block.forward.0"}  # no parent for the backward here
+    by_tree = dict(pairs(match_entries(target, bench, target_parents=target_parents, bench_parents=bench_parents,
+                                       fuzzy=True)))
+    assert by_tree["Tensor.add.2.forward"] == "Tensor.add.1.forward"        # layer 1 meets layer 1
+    assert by_tree["Tensor.add.2.backward"] == "Tensor.add.1.backward"
+    assert by_tree["Tensor.add.0.backward"] == "Tensor.add.0.backward"
+    assert by_tree["Tensor.add.1.forward"] is None                          # the extra call: target only
+    assert by_tree["Module.l1.Block.forward.0"] == "Module.l1.Block.forward.0"
+    by_name = dict(pairs(match_entries(target, bench, target_parents=target_parents, bench_parents=bench_parents)))
+    assert by_name["Tensor.add.1.forward"] == "Tensor.add.1.forward"        # msprobe's: layer 0 meets layer 1

@@ -115,7 +115,46 @@ def test_state_dict_files(tmp_path):
     torch.save(b, tmp_path / "b.pt")
     result = _ckpt(tmp_path, tmp_path / "a.pt", tmp_path / "b.pt")
     _check(result, {k: v.numpy() for k, v in a.items()}, {k: v.numpy() for k, v in b.items()})
-    assert result["b"] == {"l2": 0.0, "cos": pytest.approx(1.0), "numel": 3, "shape": [3]}
+    assert result["b"] == {"l2": 0.0, "cos": pytest.approx(1.0), "numel": 3, "shape": [3], "max_abs_diff": 0.0,
+                           "dtype": "float32", "rel_l2": 0.0}
+
+
+def test_per_parameter_report_worst_first_shows_a_rescaled_weight(tmp_path):
+    """Two checkpoints of a small real model: one weight rescaled (cosine stays 1), one bias nudged, one weight
+    stored in bfloat16; the report names each, worst first, with L2 and max |diff| and the dtypes."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    bench = {k: v.clone() for k, v in model.state_dict().items()}
+    target = {k: v.clone() for k, v in bench.items()}
+    target["2.weight"] *= 2.0
+    target["0.bias"] += 1e-3
+    target["0.weight"] = target["0.weight"].bfloat16()
+    torch.save(bench, tmp_path / "a.pt")
+    torch.save(target, tmp_path / "b.pt")
+    done = run_probe("check", "ckpt", tmp_path / "a.pt", tmp_path / "b.pt", "-o", tmp_path / "sim.json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads((tmp_path / "sim.json").read_text())
+    assert list(result) == ["2.weight", "0.bias", "0.weight", "2.bias"]  # worst first: by L2 / the bench's norm
+    rescaled = result["2.weight"]
+    weight = bench["2.weight"].double()
+    assert rescaled["cos"] == pytest.approx(1.0) and rescaled["rel_l2"] == pytest.approx(1.0)
+    assert rescaled["l2"] == pytest.approx(weight.norm().item())
+    assert rescaled["max_abs_diff"] == pytest.approx(weight.abs().max().item())
+    assert result["0.bias"]["max_abs_diff"] == pytest.approx(1e-3, rel=1e-3)
+    assert (result["0.weight"]["dtype"], result["0.weight"]["target_dtype"]) == ("float32", "bfloat16")
+    assert result["2.bias"]["l2"] == 0.0
+    table = [line for line in done.stdout.splitlines() if "│" in line and "parameter" not in line]
+    assert [line.split("│")[1].strip() for line in table[:3]] == ["2.weight", "0.bias", "0.weight"]
+    assert "1 identical, 3 differ" in done.stdout
+
+
+def test_msprobes_config_check_c_compares_checkpoints(tmp_path):
+    torch.save({"w": torch.ones(3)}, tmp_path / "a.pt")
+    torch.save({"w": torch.full((3,), 3.0)}, tmp_path / "b.pt")
+    done = run_probe("config_check", "-c", tmp_path / "a.pt", tmp_path / "b.pt", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    result = json.loads((tmp_path / "ckpt_similarity.json").read_text())  # msprobe's default output
+    assert result["w"]["max_abs_diff"] == 2.0 and result["w"]["cos"] == pytest.approx(1.0)
 
 
 def _write_safetensors(path: Path, tensors: dict[str, tuple[str, np.ndarray]]) -> None:
@@ -139,6 +178,7 @@ def test_safetensors_files_parsed_without_the_package(tmp_path):
     result = _ckpt(tmp_path, tmp_path / "a.safetensors", tmp_path / "b.safetensors")
     widen = lambda bits: (bits.astype(np.uint32) << 16).view(np.float32)  # noqa: E731
     _check(result, {"w": w1, "h": widen(bf_a)}, {"w": w2, "h": widen(bf_b)})
+    assert (result["w"]["dtype"], result["h"]["dtype"]) == ("float32", "bfloat16")
 
 
 class Exploit:

@@ -61,7 +61,7 @@ def test_probe_plugins_lists_builtins_and_third_party(plugin_site, plugins_json)
     assert rows["parallel_merge"]["provides"] == {"graph_mergers": ["tp", "vpp", "pp"]}
     assert rows["run"]["builtin"] and rows["run"]["provides"] == {"commands": ["run"]}
     assert rows["compare"]["builtin"] and rows["compare"]["provides"] == {"commands": ["compare"]}
-    moved = (("overflow-check", "probe-overflow-check", ["overflow-check", "overflow_check"]),
+    moved = (("overflow-check", "probe-overflow-check", ["overflow-check"]),  # overflow_check: its alias
              ("merge_result", "probe-merge-result", ["merge-result"]), ("recover", "probe-recover", ["recover"]),
              ("graph", "probe-graph", ["graph"]))
     for name, distribution, commands in moved:  # commands that left probe-core (issue 39)

@@ -76,13 +76,14 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "probe_core.graph.flatten": ("INPUT_KEYS",),
     "probe_core.graph.build": ("build_graph", "group_top_level_apis"),
     "probe_core.graph.merge": ("DEFAULT_ORDER", "Layout", "merge_side"),
-    "probe_core.outputs": ("OutputError", "create_exclusive", "output_folder", "prepare_output_dir", "replaced_whole",
-                           "unique_path", "write_new", "writing"),
+    "probe_core.outputs": ("OutputError", "create_exclusive", "human_size", "output_folder", "prepare_output_dir",
+                           "replaced_whole", "unique_path", "write_new", "writing"),
     "probe_core.safeyaml": ("MAX_DEPTH", "load_yaml", "parse_yaml", "read_capped"),
     "probe_core.executor": ("ExecutorChoice", "RegistryRef", "add_executor_arguments", "executor_choice",
                             "job_executor", "registry_of", "registry_ref", "run_jobs"),
     "probe_core.selection": ("abridged", "add_selection_arguments", "gaps", "selection", "spans"),
     "probe_core.ranks": ("launcher_rank", "process_rank"),
+    "probe_core.cli": ("refuse_options",),
 }
 
 #: public name -> the private module that defines it

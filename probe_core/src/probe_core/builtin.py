@@ -55,6 +55,11 @@ def _stat_keys() -> tuple[ConfigKey, ...]:
 
 #: msprobe's API risk levels: CORE (compute-heavy APIs only) ⊂ FOCUS (leaves out view/shape/creation ops) ⊂ ALL
 RISK_LEVELS = ("CORE", "FOCUS", "ALL")
+#: Why msprobe keys that probe accepts have no effect (``ConfigKey.ignored``).
+_SEED = ("seed the script with seed_all(seed, mode=is_deterministic) from probe_torch or probe_mindspore "
+         "(msprobe 26.2 does not read this key either)")
+_ONLINE_RUN_UT = ("msprobe's online pre-check streams tensors to a benchmark host; probe pre-checks a tensor "
+                  "dump offline: probe acc-check -api_info DUMP")
 
 
 @hookimpl
@@ -78,10 +83,10 @@ def probe_config_sections() -> list[ConfigSectionSpec]:
             ConfigKey("extra_info", bool, True),
             ConfigKey("enable_dataloader", bool, False, doc="deprecated in msprobe; ignored"),
             ConfigKey("precision", str, "high", choices=("high", "low")),
-            ConfigKey("is_deterministic", bool, False),
-            ConfigKey("seed", int, 1234),
+            ConfigKey("is_deterministic", bool, False, ignored=_SEED),
+            ConfigKey("seed", int, 1234, ignored=_SEED),
             ConfigKey("framework", str, None, doc="the framework of an installed collector (pytorch, mindspore, ...)"),
-            ConfigKey("acl_config", str, ""),
+            ConfigKey("acl_config", str, "", ignored="ACL dumps run on an Ascend NPU"),
             ConfigKey("dump_enable", (bool, type(None)), None,
                       doc="hot switch: dumping on/off, re-read from the file at each step boundary"),
             ConfigKey("custom_op_namespaces", list, [], check=check_names,
@@ -100,18 +105,21 @@ def probe_config_sections() -> list[ConfigSectionSpec]:
             ConfigKey("precision", str, "high", choices=("high", "low")),
         ), description="task statistics"),
         ConfigSectionSpec("tensor", _filters() + (
-            ConfigKey("file_format", str, "npy", choices=("npy", "bin")),
-            ConfigKey("online_run_ut", bool, False),
-            ConfigKey("online_run_ut_recompute", bool, False),
-            ConfigKey("nfs_path", str, ""),
-            ConfigKey("host", str, ""),
-            ConfigKey("port", int, -1),
-            ConfigKey("tls_path", str, ""),
+            ConfigKey("file_format", str, "npy", choices=("npy", "bin"),
+                      ignored="tensor files are the framework's own (.pt for PyTorch, .npy for MindSpore), as "
+                              "msprobe 26.2 writes them"),
+            ConfigKey("backward_input", list, [], ignored="msprobe 1.x's backward input files of its online "
+                                                          "pre-check, which msprobe 26.2 no longer reads either"),
+            *(ConfigKey(name, kind, default, ignored=_ONLINE_RUN_UT) for name, kind, default in (
+                ("online_run_ut", bool, False), ("online_run_ut_recompute", bool, False), ("nfs_path", str, ""),
+                ("host", str, ""), ("port", int, -1), ("tls_path", str, ""))),
             ConfigKey("bench_path", str, ""),
         ), description="task tensor"),
         ConfigSectionSpec("overflow_check", (
             ConfigKey("overflow_nums", int, 1, check=check_overflow_nums),
-            ConfigKey("check_mode", str, "all", choices=("all", "aicore", "atomic")),
+            ConfigKey("check_mode", str, "all", choices=("all", "aicore", "atomic"),
+                      ignored="aicore and atomic are overflow modes of an Ascend NPU; probe checks every output "
+                              'for NaN/Inf ("all")'),
         ), description="task overflow_check"),
         ConfigSectionSpec("structure", _filters(), description="task structure"),
         ConfigSectionSpec("nan_check", _filters() + _stat_keys(),

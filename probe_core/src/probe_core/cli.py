@@ -17,13 +17,18 @@ import warnings
 from collections.abc import Sequence
 
 from probe_core import __version__
-from probe_core.errors import ProbeError
+from probe_core.errors import PluginError, ProbeError
 from probe_core.plugins import ProbeWarning
+from probe_core.specs import CommandSpec
 
-CONFIG_FLAGS = ("-c", "--config", "--config-path")
+CONFIG_FLAGS = ("-c", "--config", "--config-path", "-config", "--config_path")
 #: Commands where msprobe gives one of those spellings another meaning (probe's config.json stays ``-c``):
 #: ``compare --config`` is the tensor post-process YAML, ``merge-result --config-path`` the merge YAML.
-OWN_CONFIG_FLAGS = {"compare": ("--config",), "merge-result": ("--config-path", "-config")}
+OWN_CONFIG_FLAGS = {"compare": ("--config",), "merge-result": ("--config-path", "-config"),
+                    "merge_result": ("--config-path", "-config")}
+#: The same before the command's first positional (its action): ``check -c BENCH TARGET`` is msprobe's
+#: ``config_check -c``, ``check collect -c FILE`` probe's config.json.
+LEADING_OWN_FLAGS = {"check": ("-c", "--compare"), "config_check": ("-c", "--compare")}
 CONFIG_HELP = ('config.json whose "plugins" section enables/disables plugins; '
                "other keys are validated when the command reads them")
 #: Options of ``probe run`` that take no value (every other one does).
@@ -38,13 +43,13 @@ def _prescan(argv: Sequence[str]) -> tuple[str | None, bool, bool]:
     the script's own, ``-c`` included.
     """
     config, debug, trace = None, False, False
-    command = None
+    command, action = None, None
     i = 0
     while i < len(argv):
         token = argv[i]
         if token == "--" or (command == "run" and token.endswith(".py")):
             break
-        own = OWN_CONFIG_FLAGS.get(command or "", ())
+        own = OWN_CONFIG_FLAGS.get(command or "", ()) + (() if action else LEADING_OWN_FLAGS.get(command or "", ()))
         if token in own or token.startswith(tuple(f"{flag}=" for flag in own)):
             i += 1 if "=" in token else 2  # the command's own option and its value
             continue
@@ -62,6 +67,7 @@ def _prescan(argv: Sequence[str]) -> tuple[str | None, bool, bool]:
         elif not token.startswith("-"):
             if command == "run":
                 break  # the script
+            action = action or (command and token)
             command = command or token
         elif command == "run" and "=" not in token and token not in _FLAGS:
             i += 1  # the value of a `probe run` option (--task T, --level L, ...)
@@ -73,7 +79,17 @@ def _prescan(argv: Sequence[str]) -> tuple[str | None, bool, bool]:
 COMMAND_DISTRIBUTIONS = {"check": "probe-config-check", "monitor": "probe-monitor", "acc-check": "probe-acc-check",
                          "overflow-check": "probe-overflow-check", "merge-result": "probe-merge-result",
                          "recover": "probe-recover",
-                         "graph": "probe-graph"}
+                         "graph": "probe-graph", "report": "probe-report"}
+#: msprobe's names of those commands that are not probe's with "-" for "_" (``merge_result``): what a missing
+#: distribution is named by. The commands themselves declare their aliases (``CommandSpec.aliases``); a test
+#: keeps this table in step with them.
+MSPROBE_NAMES = {"graph_visualize": "graph", "config_check": "check", "api_precision_compare": "acc-check",
+                 "multi_acc_check": "acc-check"}
+#: msprobe commands probe has no counterpart of yet: what to use instead.
+NOT_YET = {"data2db": "probe has no data2db yet (msprobe's export of dumps and monitor output into SQLite); "
+                      "read a dump's dump.json directly, compare two dumps with probe compare (CSV, --xlsx), "
+                      "see them with probe graph (its .vis.db is SQLite), and compare monitor output with "
+                      "probe monitor compare"}
 
 
 def _command_of(argv: Sequence[str]) -> str | None:
@@ -90,14 +106,35 @@ def _command_of(argv: Sequence[str]) -> str | None:
     return None
 
 
+def command_names(registry) -> dict[str, CommandSpec]:
+    """Every command's name and aliases -> its spec; a name two commands claim is an error naming both."""
+    names: dict[str, CommandSpec] = {}
+    for spec in registry.commands.values():
+        for name in (spec.name, *spec.aliases):
+            other = names.setdefault(name, spec)
+            if other is not spec:
+                raise PluginError(f"command name {name!r} is claimed by plugin {other.plugin!r} (command "
+                                  f"{other.name!r}) and by plugin {spec.plugin!r} (command {spec.name!r}); "
+                                  'disable one in config.json "plugins"')
+    return names
+
+
 def check_command_installed(argv: Sequence[str], registry) -> None:
-    """A command of another distribution that is not there: say which distribution brings it."""
+    """A command of another distribution that is not there: say which distribution brings it; one of msprobe's
+    that probe does not have yet: say what to use instead."""
     import importlib.metadata as md
 
-    command = _command_of(argv)
-    dist = COMMAND_DISTRIBUTIONS.get(command or "")
-    if dist is None or command in registry.commands:
+    typed = _command_of(argv)
+    if typed is None or typed in command_names(registry):
         return
+    if typed in NOT_YET:
+        raise ProbeError(f"probe {typed}: {NOT_YET[typed]}")
+    command = MSPROBE_NAMES.get(typed, typed.replace("_", "-"))
+    dist = COMMAND_DISTRIBUTIONS.get(command)
+    if dist is None:
+        return
+    if command != typed:
+        command = f"{typed} (probe {command})"
     try:
         md.distribution(dist)
     except md.PackageNotFoundError:
@@ -107,8 +144,43 @@ def check_command_installed(argv: Sequence[str], registry) -> None:
                      f'"plugins", by PROBE_DISABLE_PLUGIN_AUTOLOAD, or it failed to load): run probe plugins')
 
 
+class Parser(argparse.ArgumentParser):
+    """probe's parsers (a command's subcommands inherit it): an option is read only as spelled, so a flag
+    probe does not define is refused, not taken for another (``-ofs False`` is not ``-o fs``, ``-config`` not
+    ``-c onfig``, ``-api`` not ``-api_info``, ``--out`` not ``--output``): no abbreviations, no value glued to
+    a one-letter option, no grouped one-letter flags (``-o=DIR`` and ``-o DIR`` are the spellings)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
+    def _get_option_tuples(self, option_string: str) -> list:
+        return []  # argparse's prefix and glued-value readings of an undefined option: none
+
+    def error(self, message: str):
+        if message.startswith("unrecognized arguments"):
+            message += " (probe reads options only as --help spells them: no abbreviations, no -oVALUE)"
+        super().error(message)
+
+
+class _Refused(argparse.Action):
+    def __init__(self, option_strings, dest, reason: str, **kwargs) -> None:
+        super().__init__(option_strings, dest, nargs="*", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        self.reason = reason
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        raise ProbeError(f"{parser.prog} {option_string}: {self.reason}")
+
+
+def refuse_options(parser: argparse.ArgumentParser, flags: Sequence[str], reason: str) -> None:
+    """msprobe's options of a mode this command does not have: each refused with ``reason`` (what the option
+    belongs to, what to do instead) with whatever values follow it; hidden from ``--help``."""
+    parser.add_argument(*flags, action=_Refused, reason=reason)
+
+
 def build_parser(registry) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    command_names(registry)  # a name claimed twice: one clear error
+    parser = Parser(
         prog="probe",
         description="Find where two training runs' numbers first diverge: collect, check, compare, see.",
         epilog="Run 'probe COMMAND --help' for a command's options.",
@@ -119,7 +191,7 @@ def build_parser(registry) -> argparse.ArgumentParser:
                         help="trace every plugin hook call and its result on stderr (or set PROBE_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for spec in registry.commands.values():
-        command = sub.add_parser(spec.name, help=spec.help, description=spec.help)
+        command = sub.add_parser(spec.name, aliases=list(spec.aliases), help=spec.help, description=spec.help)
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                              help="show full tracebacks on errors")
         command.add_argument("--trace-plugins", action="store_true", default=argparse.SUPPRESS,

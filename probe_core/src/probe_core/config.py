@@ -455,6 +455,8 @@ def _check_value(source: str, where: str, key: ConfigKey, value: Any, problems: 
         why = key.check(value)
         if why:
             return bad(why)
+    if key.ignored and value != key.default:
+        warnings.warn(f'{source}: key "{where}" has no effect in probe: {key.ignored}', ProbeWarning, stacklevel=4)
     return value
 
 

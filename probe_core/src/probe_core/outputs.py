@@ -171,3 +171,13 @@ def writing(what: str, done: Callable[[], list[str]] | None = None) -> Iterator[
         where = f" ({exc.filename})" if exc.filename else ""
         raise OutputError(f"writing {what}: {reason}{where}{kept}; free space or fix the folder's permissions and "
                           f"run again") from None
+
+
+def human_size(count: int) -> str:
+    """A byte count as people read it: ``512 B``, ``3.4 MiB``."""
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{count} B"

@@ -179,6 +179,12 @@ class CommandSpec:
     :class:`probe_core.plugins.Registry` the CLI loaded (config.json's
     ``"plugins"`` section applied). Raise :class:`probe_core.errors.ProbeError`
     for user errors: the CLI prints it as one red line.
+
+    ``aliases``: other names of the command (msprobe's spellings, e.g.
+    ``graph_visualize`` for ``graph``): the same parser and ``run``, listed
+    once in ``probe --help`` beside the name; ``args.command`` is the name the
+    user typed. A name or alias another command already has is an error naming
+    both plugins.
     """
 
     name: str
@@ -187,6 +193,7 @@ class CommandSpec:
     run: Callable[[argparse.Namespace], int]
     priority: int = 0
     plugin: str = ""
+    aliases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -196,6 +203,8 @@ class ConfigKey:
     ``kind``: a Python type or tuple of types the value must be.
     ``choices``: allowed values (for a list value: allowed items).
     ``check``: an extra test returning an error text, or ``None`` when fine.
+    ``ignored``: for a key msprobe accepts that has no effect in probe, why (and what to do instead): a config
+    setting it to anything but ``default`` loads with a warning naming the key and this text.
     """
 
     name: str
@@ -204,6 +213,7 @@ class ConfigKey:
     choices: tuple[Json, ...] = ()
     check: Callable[[Json], str | None] | None = None
     doc: str = ""
+    ignored: str = ""
 
 
 @dataclass(frozen=True)

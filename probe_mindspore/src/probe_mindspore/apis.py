@@ -8,6 +8,9 @@
 
 Only functions (not primitive classes, modules or decorators) are wrapped, and
 calls that read metadata or drive autograd/graph compilation are never entries.
+An entry is named by the public attribute the user reaches the function by, as msprobe names it:
+``mint.flatten`` (a ``@jit_view_unsupported`` wrapper of MindSpore's) is ``Mint.flatten``, and the
+implementation it calls, ``flatten_ext``, which ``mindspore.mint`` imports beside it, is no entry.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ NAMESPACES = (
 
 #: Where wrapped ops functions come from (leaves out grad/vmap/jit helpers, primitives and decorators).
 _OP_MODULES = ("mindspore.ops.function", "mindspore.ops.auto_generate.gen_ops_def", "mindspore.ops.functional",
-               "mindspore.mint", "mindspore.ops.operations.manually_defined", "mindspore.communication")
+               "mindspore.mint", "mindspore.ops.operations.manually_defined", "mindspore.communication",
+               "mindspore.ops.composite.math_ops")
 _NOT_OP_MODULES = ("mindspore.ops.function.grad", "mindspore.ops.function.vmap_func",
                    "mindspore.ops.function.debug_func", "mindspore.ops.function.parameter_func",
                    "mindspore.ops.function.reshard_func")
@@ -56,11 +60,34 @@ def _skipped(name: str) -> bool:
     return name in METADATA or name.startswith(("_", "is_"))
 
 
+#: MindSpore's wrappers of some public functions (``@jit_view_unsupported``: mint.flatten, mint.reshape, ...).
+_VIEW_WRAPPERS = "mindspore.graph._check_supported"
+#: Name endings of the implementation a namespace imports for one of its public functions (``flatten_ext``
+#: for ``flatten``, ``hardtanh_op`` for ``hardtanh``, ``cdist_`` for ``cdist``).
+_IMPLEMENTATION_ENDINGS = ("_ext", "_op", "_func", "_")
+
+
+def _implementation(obj: Any) -> Any:
+    """``obj``, or the function a MindSpore view wrapper of it calls (whose module says what it is)."""
+    if (getattr(obj, "__module__", "") or "").startswith(_VIEW_WRAPPERS):
+        inner = inspect.getclosurevars(obj).nonlocals.get("fn")
+        if callable(inner):
+            return inner
+    return obj
+
+
 def _is_op_function(obj: Any) -> bool:
+    obj = _implementation(obj)
     if isinstance(obj, (type, types.ModuleType)) or not callable(obj):
         return False
     module = getattr(obj, "__module__", "") or ""
     return module.startswith(_OP_MODULES) and not module.startswith(_NOT_OP_MODULES)
+
+
+def _is_implementation_alias(name: str, public: frozenset[str]) -> bool:
+    """Whether ``name`` is a namespace's import of the implementation of one of its ``public`` names."""
+    return name not in public and any(name.endswith(end) and name[:-len(end)] in public
+                                      for end in _IMPLEMENTATION_ENDINGS)
 
 
 def namespace_functions() -> Iterator[tuple[Any, str, str]]:
@@ -70,9 +97,10 @@ def namespace_functions() -> Iterator[tuple[Any, str, str]]:
             module = importlib.import_module(module_name)
         except ImportError:
             continue
+        public = frozenset(getattr(module, "__all__", ()))
         for name in sorted(vars(module)):
             obj = vars(module)[name]
-            if _skipped(name) or not _is_op_function(obj):
+            if _skipped(name) or _is_implementation_alias(name, public) or not _is_op_function(obj):
                 continue
             collective = (getattr(obj, "__module__", "") or "").endswith("comm_func")
             if collective != (prefix == "Distributed"):

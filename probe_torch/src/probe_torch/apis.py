@@ -48,11 +48,12 @@ METADATA = frozenset({
     "dim_order", "storage_type", "module_load", "share_memory_",
 })
 
-#: Names of torch.distributed collectives recorded as ``Distributed.{name}``.
+#: Names of torch.distributed collectives recorded as ``Distributed.{name}`` (``all_gather_single`` and
+#: ``reduce_scatter_single``: torch 2.13's names of the tensor-to-tensor collectives, which FSDP2 calls).
 DISTRIBUTED = (
     "all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_object", "reduce", "reduce_scatter",
     "reduce_scatter_tensor", "broadcast", "scatter", "gather", "all_to_all", "all_to_all_single", "send",
-    "recv", "isend", "irecv", "batch_isend_irecv", "barrier",
+    "recv", "isend", "irecv", "batch_isend_irecv", "barrier", "all_gather_single", "reduce_scatter_single",
 )
 
 

@@ -43,6 +43,7 @@ Naming, filters, frames, backward pairing and saves live in the shared driver.
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 import warnings
@@ -53,7 +54,7 @@ import torch.distributed as dist
 from torch.nn.modules import module as nn_module
 from torch.overrides import TorchFunctionMode
 
-from probe_core.api import CollectorBase, is_inplace, launcher_rank
+from probe_core.api import CollectorBase, ConfigError, is_inplace, launcher_rank
 from probe_torch.apis import (DISTRIBUTED, DUNDERS, SAME_VALUES, ApiNames, custom_ops, keep_overloads,
                              python_level_apis)
 from probe_torch.ops import TorchTensorOps
@@ -115,6 +116,25 @@ class _Identity(torch.autograd.Function):
         return grads
 
 
+_OPERATORS = (torch._ops.OpOverloadPacket, torch._ops.OpOverload)
+_FUNCTIONAL_COLLECTIVES = "_c10d_functional."
+_WAIT_TENSOR = getattr(getattr(torch.ops, "_c10d_functional", None), "wait_tensor", None)
+
+
+def _waited(collective: Any) -> Any:
+    """A functional collective (DTensor's redistributions: ``torch.ops._c10d_functional.all_reduce``, ...) whose
+    outputs are waited for before they are recorded: it returns at once and fills them later, at a
+    ``wait_tensor`` that a later waits again for nothing. The values are the same; the wait comes earlier."""
+    def run(*args: Any, **kwargs: Any) -> Any:
+        output = collective(*args, **kwargs)
+        for tensor in output if isinstance(output, (list, tuple)) else (output,):
+            if isinstance(tensor, torch.Tensor):
+                _WAIT_TENSOR(tensor)
+        return output
+
+    return run
+
+
 def _closure_at(args: tuple, kwargs: dict[str, Any]) -> tuple[Any, Any] | None:
     """Where ``optimizer.step(closure)`` got its closure: ``("closure", fn)`` (keyword), ``(1, fn)`` or None."""
     if kwargs and callable(kwargs.get("closure")):
@@ -124,17 +144,51 @@ def _closure_at(args: tuple, kwargs: dict[str, Any]) -> tuple[Any, Any] | None:
     return None
 
 
+#: Files whose frames stand between the code that made a torch call and probe's hooks.
+_PLUMBING_DIRS = tuple(os.path.dirname(path) + os.sep for path in (__file__, inspect.getfile(CollectorBase)))
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+
+
+def _called_by_torch() -> bool:
+    """Whether the code that made the current torch call is torch's own (``fully_shard`` chunking the
+    parameters, ``parallelize_module`` distributing them, ``nn.init``): a library setting a model up, not
+    the user's forward."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not (filename.startswith(_PLUMBING_DIRS) or filename.endswith(_SKIP_FILES)):
+            return filename.startswith(_TORCH_DIR)
+        frame = frame.f_back
+    return False
+
+
 def _starts_forward(api: str | None, args: tuple, kwargs: dict[str, Any]) -> bool:
-    """A computation with grad enabled on a tensor that requires a gradient: a model's forward (for a script
-    without ``nn.Module``). Weight initialisation (``kaiming_uniform_(weight)``: in place) is none."""
+    """A computation with grad enabled on a tensor that requires a gradient, made by the user's code: a
+    model's forward (for a script without ``nn.Module``). Weight initialisation (``kaiming_uniform_(weight)``:
+    in place) and torch's own calls on parameters (FSDP2 sharding them) are none."""
     if api is None or not torch.is_grad_enabled() or is_inplace(api, kwargs):
         return False
+    return _requires_grad(args, kwargs) and not _called_by_torch()
+
+
+def _requires_grad(args: tuple, kwargs: dict[str, Any]) -> bool:
     for value in args:
         if isinstance(value, torch.Tensor) and value.requires_grad:
             return True
         if type(value) in (list, tuple) and any(isinstance(v, torch.Tensor) and v.requires_grad for v in value):
             return True
     return any(isinstance(v, torch.Tensor) and v.requires_grad for v in kwargs.values())
+
+
+def _full_dtensor(config: Any) -> bool:
+    """config.json's ``"dtensor": "full"``: every rank gathers each recorded DTensor, so every rank must record."""
+    if config.top.get("dtensor") != "full":
+        return False
+    if config.rank:
+        raise ConfigError(f'{config.source}: key "dtensor": "full" gathers each DTensor with a collective that '
+                          f'every rank joins, so it needs every rank recorded; remove "rank": {config.rank} '
+                          'or use "dtensor": "local"')
+    return True
 
 
 class _ApiMode(TorchFunctionMode):
@@ -174,7 +228,8 @@ class TorchCollector(CollectorBase):
     sees_forward_at_l1 = True
 
     def __init__(self, config: Any, registry: Any, mode: Any, *, auto_step: bool = False) -> None:
-        super().__init__(config, registry, mode, TorchTensorOps(), auto_step=auto_step, rank_fn=current_rank,
+        super().__init__(config, registry, mode, TorchTensorOps(full_dtensor=_full_dtensor(config)),
+                         auto_step=auto_step, rank_fn=current_rank,
                          stack_skip_dirs=(os.path.dirname(__file__),), stack_skip_files=_SKIP_FILES)
         self.names = ApiNames()
         self.session.filter.use_risk_level(config.risk_level, api_risk)
@@ -222,6 +277,8 @@ class TorchCollector(CollectorBase):
             _push_mode(mode)
 
     def call_api(self, api: str, func: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
+        if type(func) in _OPERATORS and str(func).startswith(_FUNCTIONAL_COLLECTIVES) and func is not _WAIT_TENSOR:
+            func = _waited(func)
         return self._off_mode(super().call_api, api, func, args, kwargs)
 
     def _guarded(self, fn: Any, *args: Any) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import weakref
 from typing import Any
 
@@ -22,6 +23,11 @@ _SEEN_PRUNE = 1024
 class TorchTensorOps(TensorOps):
     """:class:`probe_core.collect.TensorOps` for ``torch.Tensor``.
 
+    A DTensor (FSDP2's parameters and gradients, tensor parallelism's activations) is recorded as this
+    rank's shard (``to_local()``, no communication) with its mesh and placements as msprobe writes them;
+    ``full_dtensor`` (config.json ``"dtensor": "full"``) records the whole tensor instead, gathered by a
+    collective on every rank.
+
     Statistics are launched on the tensor's device as 0-d tensors and fetched
     by :meth:`fetch_stats` with one ``torch.stack(...).tolist()`` per device;
     a dense float tensor on the CPU has them at once from one pass over its
@@ -38,7 +44,8 @@ class TorchTensorOps(TensorOps):
     tensor_suffix = ".pt"
     capabilities = frozenset({"new_batch", "values_changed", "once_per_batch", "alias", "nbytes"})
 
-    def __init__(self) -> None:
+    def __init__(self, full_dtensor: bool = False) -> None:
+        self.full_dtensor = full_dtensor
         self._seen: dict[int, tuple[weakref.ref, int, Any]] = {}
         self._seen_bound = _SEEN_PRUNE
         self._aliases: dict[int, tuple[torch.Tensor, int, torch.Tensor, int]] = {}
@@ -48,7 +55,18 @@ class TorchTensorOps(TensorOps):
         return isinstance(value, torch.Tensor)
 
     def describe(self, tensor: torch.Tensor) -> dict[str, Any]:
-        return {"type": "torch.Tensor", "dtype": str(tensor.dtype), "shape": list(tensor.shape)}
+        if not is_dtensor(tensor):
+            return {"type": "torch.Tensor", "dtype": str(tensor.dtype), "shape": list(tensor.shape)}
+        shape = tensor.shape if self.full_dtensor else tensor.to_local().shape
+        return {"type": DTENSOR_TYPE, "dtype": str(tensor.dtype), "shape": list(shape),
+                **dtensor_layout(tensor), **({"full_tensor": True} if self.full_dtensor else {})}
+
+    def plain(self, tensor: torch.Tensor) -> torch.Tensor:
+        """The values recorded for ``tensor``: itself, or a DTensor's local shard (or whole tensor, gathered)."""
+        if not is_dtensor(tensor):
+            return tensor
+        with torch.no_grad():
+            return tensor.full_tensor() if self.full_dtensor else tensor.to_local()
 
     def requires_grad(self, tensor: torch.Tensor) -> bool:
         return tensor.requires_grad
@@ -82,7 +100,7 @@ class TorchTensorOps(TensorOps):
     def alias(self, view: Any, source: Any) -> None:
         """``view`` holds exactly ``source``'s values (reshape, transpose, ...): its statistics are ``source``'s."""
         if isinstance(view, torch.Tensor) and isinstance(source, torch.Tensor) and view is not source and \
-                view.dtype == source.dtype and view.numel() == source.numel():
+                view.dtype == source.dtype and view.numel() == source.numel() and not is_dtensor(view):
             self._aliases[id(view)] = (view, view._version, source, source._version)
 
     def stats(self, tensor: torch.Tensor) -> Any:
@@ -95,7 +113,7 @@ class TorchTensorOps(TensorOps):
         if same is not None and same[0] is tensor and same[1] == version and same[2]._version == same[3]:
             handle = self.stats(same[2])
         else:
-            handle = _launch_stats(tensor)
+            handle = _launch_stats(self.plain(tensor))
         self._seen[key] = (weakref.ref(tensor), version, handle)
         return handle
 
@@ -129,7 +147,7 @@ class TorchTensorOps(TensorOps):
         return out
 
     def raw_bytes(self, tensor: torch.Tensor) -> Any:
-        flat = tensor.detach().reshape(-1)
+        flat = self.plain(tensor).detach().reshape(-1)
         if flat.device.type != "cpu":
             flat = flat.cpu()
         flat = flat.contiguous()
@@ -138,10 +156,10 @@ class TorchTensorOps(TensorOps):
         return flat.view(torch.uint8).numpy()
 
     def snapshot(self, tensor: torch.Tensor) -> torch.Tensor:
-        return tensor.detach().clone()
+        return self.plain(tensor).detach().clone()
 
     def save(self, tensor: torch.Tensor, path: str) -> int | None:
-        return ptfile.save(tensor, path)
+        return ptfile.save(self.plain(tensor), path)
 
     def encode_other(self, value: Any) -> dict[str, Any] | None:
         if isinstance(value, torch.dtype):
@@ -153,6 +171,31 @@ class TorchTensorOps(TensorOps):
         if isinstance(value, torch.memory_format):
             return {"type": "torch.memory_format", "value": str(value)}
         return None
+
+
+#: dump.json's ``type`` of a DTensor (msprobe's).
+DTENSOR_TYPE = "torch.distributed.tensor.DTensor"
+
+
+def is_dtensor(tensor: Any) -> bool:
+    """Whether ``tensor`` is a DTensor (never imports torch.distributed.tensor: without it there is none)."""
+    if type(tensor) in _PLAIN:
+        return False
+    module = sys.modules.get("torch.distributed.tensor")
+    return module is not None and isinstance(tensor, module.DTensor)
+
+
+def dtensor_layout(tensor: Any) -> dict[str, Any]:
+    """A DTensor's ``device_mesh`` (the ranks, as nested lists) and ``placements``, as msprobe writes them."""
+    placements: list[dict[str, Any]] = []
+    for placement in tensor.placements:
+        if placement.is_shard():
+            placements.append({"Shard": {"dim": placement.dim}})
+        elif placement.is_replicate():
+            placements.append({"Replicate": {}})
+        elif placement.is_partial():
+            placements.append({"Partial": {"reduce_op": str(placement.reduce_op)}})
+    return {"device_mesh": tensor.device_mesh.mesh.tolist(), "placements": placements}
 
 
 def _launch_stats(tensor: torch.Tensor) -> Any:

@@ -6,7 +6,7 @@ import importlib
 import importlib.util
 import sys
 
-from probe_core.api import CollectorSpec, hookimpl
+from probe_core.api import CollectorSpec, ConfigKey, ConfigSectionSpec, hookimpl
 
 
 def _load():
@@ -31,3 +31,12 @@ def probe_collectors() -> list[CollectorSpec]:
     return [CollectorSpec("torch", "pytorch", "PyTorch modules, torch/functional/Tensor/distributed APIs",
                           _load, operators=_operators, modules=("torch",), rank=communicator_rank,
                           is_available=lambda: importlib.util.find_spec("torch") is not None)]
+
+
+@hookimpl
+def probe_config_sections() -> list[ConfigSectionSpec]:
+    return [ConfigSectionSpec("", (
+        ConfigKey("dtensor", str, "local", choices=("local", "full"),
+                  doc="a DTensor's values (FSDP2, tensor parallelism): local records each rank's shard (no "
+                      "communication); full gathers the whole tensor on every rank (a collective per tensor)"),
+    ), description="PyTorch collection")]

@@ -29,6 +29,10 @@ from probe_core.api import CheckError, loads
 
 Params = dict[str, Any]  # name -> numpy array or torch tensor
 
+
+class Bfloat16Array(np.ndarray):
+    """The float32 values of a bfloat16 tensor numpy cannot hold (safetensors ``BF16``): its dtype is bfloat16."""
+
 # -- torch files -----------------------------------------------------------------
 
 _NUMPY_GLOBALS = ("numpy.dtype", "numpy.ndarray", "numpy.core.multiarray._reconstruct",
@@ -220,7 +224,7 @@ def load_safetensors(path: str | os.PathLike[str]) -> Params:
         dtype, shape, start, end = _tensor_meta(path, name, meta, data.size)
         array = data[start:end].view(np.dtype(_SAFETENSORS_DTYPES[dtype]))
         if dtype == "BF16":  # flat first: a 0-d bf16 scalar would become a Python-promoted int64
-            array = (array.astype(np.uint32) << np.uint32(16)).view(np.float32)
+            array = (array.astype(np.uint32) << np.uint32(16)).view(np.float32).view(Bfloat16Array)
         array = array.reshape(shape)
         out[name] = array
     return out

@@ -128,4 +128,4 @@ def run(args: argparse.Namespace) -> int:
 @hookimpl
 def probe_commands() -> list[CommandSpec]:
     return [CommandSpec("graph", "build or compare model graphs into a .vis.db for TensorBoard (tb-graph-ascend)",
-                        configure, run)]
+                        configure, run, aliases=("graph_visualize",))]

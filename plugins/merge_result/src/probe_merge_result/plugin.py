@@ -28,5 +28,5 @@ def _run_merge(args: argparse.Namespace) -> int:
 
 @hookimpl
 def probe_commands() -> list[CommandSpec]:
-    return [CommandSpec("merge-result", "merge per-rank compare results into one table per metric (msprobe's "
-                        "merge_result)", _configure_merge, _run_merge)]
+    return [CommandSpec("merge-result", "merge per-rank compare results into one table per metric",
+                        _configure_merge, _run_merge, aliases=("merge_result",))]

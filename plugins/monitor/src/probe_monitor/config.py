@@ -71,6 +71,33 @@ def _ndigits(value: Any) -> str | None:
     return None if value is None or 0 <= value <= 20 else "must be null (full precision) or 0..20"
 
 
+#: msprobe's ``cc_distribution`` object: its keys and their types; all but ``enable`` are ignored (with a warning).
+CC_KEYS = {"enable": bool, "cc_codeline": list, "cc_log_only": bool, "cc_pre_hook": bool}
+
+
+def _cc(value: bool | dict) -> str | None:
+    if isinstance(value, bool):
+        return None
+    for key, item in value.items():
+        kind = CC_KEYS.get(key)
+        if kind is None:
+            return f'unknown key "{key}"; allowed: ' + ", ".join(f'"{k}"' for k in CC_KEYS)
+        if type(item) is not kind or (key == "cc_codeline" and not all(isinstance(v, str) for v in item)):
+            return f'"{key}" must be {"true/false" if kind is bool else "a list of code lines (strings)"}'
+    return None
+
+
+def _cc_enabled(value: bool | dict, source: str) -> bool:
+    """``cc_distribution`` as probe-monitor reads it: true/false, or msprobe's ``{"enable": ..., ...}``."""
+    if isinstance(value, bool):
+        return value
+    for key in ("cc_codeline", "cc_log_only", "cc_pre_hook"):
+        if value.get(key):
+            warnings.warn(f'{source}: key "cc_distribution.{key}" has no effect in probe-monitor: it records the '
+                          "inputs and outputs of every collective called from Python", ProbeWarning, stacklevel=4)
+    return value.get("enable", False)
+
+
 def _alert(value: dict) -> str | None:
     unknown = sorted(set(value) - {"rules", "dump"})
     if unknown:
@@ -99,7 +126,8 @@ KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("param_distribution", bool, False, doc="parameters before (param_origin) and after (param_updated) the update"),
     ConfigKey("mv_distribution", bool, False, doc="optimizer moments exp_avg / exp_avg_sq after the update"),
     ConfigKey("xy_distribution", bool, False, doc="module inputs/outputs (actv) and their gradients (actv_grad)"),
-    ConfigKey("cc_distribution", bool, False, doc="inputs/outputs of torch.distributed collectives (comm)"),
+    ConfigKey("cc_distribution", (bool, dict), False, check=_cc,
+              doc='inputs/outputs of torch.distributed collectives (comm): true, or msprobe\'s {"enable": true}'),
     ConfigKey("all_xy", bool, False, doc="activations of every module, whatever targets says"),
     ConfigKey("forward_only", bool, False, doc="activations only, no activation gradients"),
     ConfigKey("backward_only", bool, False, doc="activation gradients only"),
@@ -116,6 +144,9 @@ KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("print_struct", bool, False, doc="print the module and parameter names (write module_struct.json)"),
     ConfigKey("dynamic_on", bool, False, doc="with DYNAMIC_MONITOR=true: switch recording on while training runs"),
     ConfigKey("overwrite", bool, False, doc="replace a monitor run already in the output folder (else it is refused)"),
+    ConfigKey("dtensor", str, "local", choices=("local", "full"),
+              doc="a sharded (DTensor) tensor's statistics: local (this rank's shard, no communication) or full "
+                  "(the whole tensor: global norms across shards, one all-gather per tensor on every rank)"),
     ConfigKey("alert", dict, {}, check=_alert, doc='spike rules: {"rules": [{"rule_name": "AnomalyZScore", "args": {...}}]}'),
 ) + tuple(ConfigKey(name, (bool, int, float, str, list, dict, type(None)), None, doc="msprobe key, ignored")
           for name in IGNORED)
@@ -160,6 +191,7 @@ class MonitorConfig:
     print_struct: bool = False
     dynamic_on: bool = False
     overwrite: bool = False
+    dtensor: str = "local"
     rules: tuple[SpikeRule, ...] = (SpikeRule(),)
     source: str = "<defaults>"
 
@@ -201,10 +233,15 @@ def parse_monitor_config(raw: Mapping[str, Any], source: str, registry: Any = No
                           "ignored", ProbeWarning, stacklevel=3)
     if top["forward_only"] and top["backward_only"]:
         raise ConfigError(f'{source}: keys "forward_only" and "backward_only" are both true; keep one')
+    if top["dtensor"] == "full" and top["module_ranks"]:
+        raise ConfigError(f'{source}: key "dtensor": "full" gathers each sharded tensor with a collective that '
+                          f'every rank joins, so it needs every rank recording; remove "module_ranks": '
+                          f'{top["module_ranks"]} or use "dtensor": "local"')
     rules = tuple(_rule(rule) for rule in top["alert"].get("rules", [])) if "rules" in top["alert"] else (SpikeRule(),)
     fields = {key: top[key] for key in MonitorConfig.__dataclass_fields__ if key in top}
     return MonitorConfig(**fields | {"ops": tuple(top["ops"]), "module_ranks": tuple(top["module_ranks"]),
                                      "targets": dict(top["targets"]), "eps": float(top["eps"]),
+                                     "cc_distribution": _cc_enabled(top["cc_distribution"], source),
                                      "rules": rules, "source": source})
 
 

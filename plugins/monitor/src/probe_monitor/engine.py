@@ -106,6 +106,7 @@ class MonitorEngine:
             self.writer, self._format = writer, config.format
         self.config, self.ops, self.records_rank = config, config.ops, records
         self.backend.extra = extra
+        self.backend.full_dtensor = config.dtensor == "full"
         if self.anomalies is not None:
             self.anomalies.rules = config.rules
         self.active = self._is_active()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 import warnings
 from typing import Any
 
@@ -42,13 +43,25 @@ def current_rank() -> int:
 
 
 class TorchBackend:
-    """Statistics as one float32 vector on the tensor's device; one transfer per device per step."""
+    """Statistics as one float32 vector on the tensor's device; one transfer per device per step.
+
+    A DTensor (FSDP2's parameters, gradients and optimizer moments; tensor parallelism's) gives the
+    statistics of this rank's shard, or with ``full_dtensor`` (``"dtensor": "full"``) those of the whole
+    tensor (its global norm across shards), gathered by one all-gather on every rank.
+    """
 
     framework = "pytorch"
     extra: dict[str, Any] = {}  # statistics plugins add: name -> fn(tensor, eps) (set by the engine)
+    full_dtensor = False  # set by the engine from the config's "dtensor"
+
+    def _values(self, tensor: torch.Tensor) -> torch.Tensor:
+        if not _is_dtensor(tensor):
+            return tensor.detach()
+        with torch.no_grad():
+            return tensor.full_tensor() if self.full_dtensor else tensor.to_local()
 
     def stats(self, tensor: torch.Tensor, ops: tuple[str, ...], eps: float) -> torch.Tensor:
-        x = tensor.detach()
+        x = self._values(tensor)
         if x.numel() == 0:
             return torch.full((len(ops),), math.nan, dtype=torch.float32, device=x.device)
         if not x.is_floating_point():
@@ -80,7 +93,14 @@ class TorchBackend:
         return out
 
     def describe(self, tensor: torch.Tensor) -> tuple[tuple[int, ...], str]:
-        return tuple(tensor.shape), str(tensor.dtype)
+        shape = tensor.to_local().shape if _is_dtensor(tensor) and not self.full_dtensor else tensor.shape
+        return tuple(shape), str(tensor.dtype)
+
+
+def _is_dtensor(tensor: Any) -> bool:
+    """Whether ``tensor`` is a DTensor (torch.distributed.tensor not imported: there is none)."""
+    module = sys.modules.get("torch.distributed.tensor")
+    return module is not None and isinstance(tensor, module.DTensor)
 
 
 class TorchMonitor(ModelMonitor):

@@ -17,7 +17,7 @@ from probe_overflow_check.analyze import StepResult, analyze, job_first, write_r
 from probe_overflow_check.scan import DURING, INHERITED, Finding
 
 COMMAND = "overflow-check"
-HELP = "find the first NaN/Inf of a run across ranks (before, in or after communication); msprobe's overflow_check"
+HELP = "find the first NaN/Inf of a run across ranks (before, in or after communication)"
 DESCRIPTION = f"""{HELP}.
 
 For every step and rank: the first entry, in execution order, that makes a NaN/Inf (its inputs are clean,
@@ -102,6 +102,4 @@ def _run(args: argparse.Namespace) -> int:
 
 @hookimpl
 def probe_commands() -> list[CommandSpec]:
-    return [CommandSpec(COMMAND, HELP, _configure, _run),
-            CommandSpec(COMMAND.replace("-", "_"), f"same as {COMMAND} (msprobe's spelling)", _configure, _run,
-                        priority=1)]
+    return [CommandSpec(COMMAND, HELP, _configure, _run, aliases=(COMMAND.replace("-", "_"),))]

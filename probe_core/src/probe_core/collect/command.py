@@ -27,6 +27,7 @@ from probe_core import hookimpl
 from probe_core.collect.debugger import build_collector
 from probe_core.collect.session import Summary
 from probe_core.errors import CollectionError, ProbeError
+from probe_core.outputs import human_size
 from probe_core.selection import spans
 from probe_core.specs import CommandSpec, RunRequest
 
@@ -123,15 +124,6 @@ def guess_framework(script: Path, registry: Any) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
-def _human(size: int) -> str:
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{size} B"
-
-
 def print_summary(summary: Summary, code: int, config: Any) -> None:
     """The end-of-run report: steps, ranks, entries, bytes, dump path."""
     from rich.console import Console
@@ -145,7 +137,7 @@ def print_summary(summary: Summary, code: int, config: Any) -> None:
     table.add_row("steps written", spans(summary.steps) or "none")
     table.add_row("ranks", spans(summary.ranks) or "none")
     table.add_row("entries", str(summary.entries))
-    table.add_row("bytes written", _human(summary.bytes))
+    table.add_row("bytes written", human_size(summary.bytes))
     table.add_row("dump path", Text(os.path.abspath(summary.dump_path)))  # a path's brackets are no markup
     table.add_row("script exit code", f"{code} (interrupted: Ctrl-C, SIGINT)" if code == INTERRUPTED else str(code))
     Console(stderr=False).print(table)

@@ -6,7 +6,9 @@
 every flag of ``msprobe compare`` (auto mode) is accepted with msprobe's meaning: ``-tp/-gp/-o``,
 ``-fm``, ``-lm``, ``-cm``, ``-am``, ``-dm``, ``--xlsx``, ``-da``, ``-tensor_log``, ``-m``,
 ``--config`` (tensor post-processing), ``--consistent_check``/``--backend``.
-``-c FILE`` is probe's own config.json here (``--config`` is msprobe's).
+``-c FILE`` is probe's own config.json here (``--config`` is msprobe's). The flags of msprobe's
+``offline_data`` and ``offline_model`` modes (``-fr``, ``--input_data``, ``-ofs``, ...) are refused with a
+sentence naming the mode.
 """
 
 from __future__ import annotations
@@ -23,6 +25,15 @@ from probe_core.specs import CommandSpec
 
 #: msprobe's ``--mode`` values; probe compares framework dumps, which is msprobe's ``auto``.
 MODES = ("auto", "offline_data", "torchair", "offline_model", "atb")
+#: msprobe's flags of the modes probe does not have: mode -> (what it compares, its flags).
+OTHER_MODES = {
+    "offline_data": ("CANN dump data of an offline model, with its fusion rule files",
+                     (("-fr", "--fusion_rule_file"), ("-qfr", "--quant_fusion_rule_file"),
+                      ("-cfr", "--close_fusion_rule_file"))),
+    "offline_model": ("an offline (ONNX/OM) model run on given inputs",
+                      (("--input_data",), ("--input_shape",), ("--output_size",), ("--dym_shape_range",),
+                       ("-ofs", "--onnx_fusion_switch"))),
+}
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:
@@ -38,7 +49,9 @@ def _configure(parser: argparse.ArgumentParser) -> None:
                         help="also write the result as .xlsx (highlighted rows); CSV only by default, as msprobe")
     parser.add_argument("--no-xlsx", dest="xlsx", action="store_false", help=argparse.SUPPRESS)  # the old default
     parser.add_argument("-fm", "--fuzzy", "--fuzzy_match", dest="fuzzy", action="store_true",
-                        help="ignore call counts: match calls in order within the same parent")
+                        help="ignore call counts: match calls in order within the matched parent call (the default "
+                             "of the noise judge; with --rules msprobe, which matches by name like msprobe, this "
+                             "is msprobe's fuzzy match)")
     parser.add_argument("--mapping", "-lm", "--layer_mapping", dest="mapping", metavar="YAML", nargs="?", const=True,
                         help="layer/API name map (msprobe layer-mapping YAML; sections 'api' and 'module' too); "
                              "without a file: the installed built-in name tables only (MindSpore<->PyTorch with probe-mindspore)")
@@ -73,6 +86,13 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lenient", action="store_true",
                         help="read what is readable of damaged dumps (warn), mark missing tensor files as errors")
     parser.add_argument("--quiet", action="store_true", help="no progress bar and no summary table")
+    from probe_core.cli import refuse_options
+
+    for mode, (what, flag_sets) in OTHER_MODES.items():
+        for flags in flag_sets:
+            refuse_options(parser, flags, f"this flag belongs to msprobe's {mode} compare ({what}), which probe "
+                                          "does not have; probe compares framework dumps (msprobe's auto mode): "
+                                          "drop it, or run msprobe compare -m " + mode)
 
 
 def _paths(args: argparse.Namespace) -> tuple[Path, Path]:

@@ -1,10 +1,13 @@
 """Match the entries of a target dump with those of a bench dump.
 
-* exact (default): the same name, except that backward entries are
-  renumbered by their order among the backward calls of the same API/module,
-  so an extra forward (activation recomputation) does not shift them;
-* fuzzy: call counts are ignored; the n-th call of an API under a parent
-  matches the n-th call of that API under the same parent;
+* by place in the call tree (``tree``, the default of the noise judge; ``--fuzzy``): call counts are
+  ignored; the n-th call of an API (or module) under a parent call matches the n-th call of that API
+  under the matched parent call, the parents themselves matched the same way up to the root. A call
+  made once more or less on one side shifts only its later siblings of the same name, never calls
+  elsewhere (an extra ``Tensor.add`` in one layer leaves every other layer's pairs alone);
+* by name (``--rules msprobe``, msprobe's matching): the same name, except that backward entries are
+  renumbered by their order among the backward calls of the same API/module, so an extra forward
+  (activation recomputation) does not shift them;
 * with a :class:`~probe_core.compare.mapping.NameMap` (``--mapping`` or the
   built-in cross-framework table), target names are renamed into the bench's
   naming first, and module class names are left out of the match (paths are
@@ -45,6 +48,8 @@ class _Keyer:
                 if parsed.kind == "module":
                     self.class_of.setdefault(parsed.module_path, parsed.module_class)
         self.seen: dict[tuple, int] = defaultdict(int)
+        self.keys: dict[str, tuple] = {}  # the tree keys of parents (made when their first child came)
+        self.parent_names = set(parents.values()) if fuzzy else set()
 
     def base(self, name: str) -> tuple[str, str, str, int]:
         """(kind, renamed base, direction, count) of one name."""
@@ -67,45 +72,82 @@ class _Keyer:
 
     def key(self, name: str) -> tuple:
         """The match key of the next entry (call in execution order: counts are kept per side)."""
-        kind, base, direction, count = self.base(name)
         if self.fuzzy:
-            parent = self.parents.get(name)
-            parent_key = self.base(parent)[:3] + (parse_entry_name(parent).count,) if parent else None
-            group = (parent_key, kind, base, direction)
-            ordinal = self.seen[group]
-            self.seen[group] += 1
-            return group + (ordinal,)
+            return self.tree_key(name)
+        kind, base, direction, count = self.base(name)
         if direction == "backward":
             count = self.seen[(kind, base)]
             self.seen[(kind, base)] += 1
         return (kind, base, direction, count)
 
 
+    def tree_key(self, name: str, depth: int = 0) -> tuple:
+        """(parent's tree key, kind, base, direction, ordinal among the calls of that base under that parent).
+
+        A module entry is written when its call ends, after its children: its key is made when its first
+        child asks for it (its earlier siblings have all ended by then, so its ordinal is its place among
+        them) and given again when the entry itself comes."""
+        known = self.keys.get(name)
+        if known is not None:
+            return known
+        parent = self.parents.get(name)
+        parent_key = self.tree_key(parent, depth + 1) if parent and depth < 256 else None
+        kind, base, direction, _ = self.base(name)
+        group = (parent_key, kind, base, direction)
+        ordinal = self.seen[group]
+        self.seen[group] += 1
+        key = group + (ordinal,)
+        if name in self.parent_names:
+            self.keys[name] = key
+        return key
+
+
 class Matcher:
     """Matches target entries, fed one by one in execution order, against an indexed bench dump.
 
-    ``target_names`` is needed only with a layer map (module classes by
-    path); construct.json's keys are enough.
+    By place in the call tree (``tree``): forward entries by their tree keys (:meth:`_Keyer.tree_key`); an
+    API's backward pairs with the backward of the bench call its forward paired with (the recorders of two
+    runs may give a backward call another parent, its forward never); module backward entries and parameter
+    gradients by name. ``target_names`` is needed only with a layer map (module classes by path);
+    construct.json's keys are enough.
     """
 
     def __init__(self, bench: Sequence[EntryRef], *, bench_parents: dict | None = None,
                  target_parents: dict | None = None, target_names: Iterable[str] = (), fuzzy: bool = False,
                  name_map: NameMap | None = None) -> None:
         active = name_map is not None and name_map.active
-        self.bench = bench
-        self.target_keyer = _Keyer(target_names, target_parents or {}, name_map if active else None, active, fuzzy)
-        bench_keyer = _Keyer((), bench_parents or {}, None, active, fuzzy)
+        self.bench, self.tree = bench, fuzzy
+        target_names = list(target_names)
+        self.target_keyer = _Keyer(target_names, target_parents or {}, name_map if active else None, active, False)
+        self.target_tree = _Keyer(target_names, target_parents or {}, name_map if active else None, active, True) \
+            if fuzzy else None
+        bench_keyer = _Keyer((), bench_parents or {}, None, active, False)
+        bench_tree = _Keyer((), bench_parents or {}, None, active, True) if fuzzy else None
         self.by_key: dict[tuple, EntryRef] = {}
+        self.by_tree: dict[tuple, EntryRef] = {}
         for ref in bench:
             self.by_key.setdefault(bench_keyer.key(ref.name), ref)
+            if bench_tree is not None and _by_tree(ref.name):
+                self.by_tree.setdefault(bench_tree.key(ref.name), ref)
         self.entries = name_map.entries if active else {}  # -dm: named pairs win over keys
-        self.by_name = {ref.name: ref for ref in bench} if self.entries else {}
+        self.by_name = {ref.name: ref for ref in bench} if self.entries or fuzzy else {}
+        self.forward_of: dict[str, str] = {}  # target API forward -> the bench forward it paired with
         self.used: set[int] = set()
 
     def match(self, name: str) -> EntryRef | None:
         """The bench entry for the next target entry ``name``, or ``None``."""
-        key = self.target_keyer.key(name)
-        other = self.by_name.get(self.entries[name]) if name in self.entries else self.by_key.get(key)
+        key = self.target_keyer.key(name)  # always: its per-side counters follow every entry
+        if name in self.entries:
+            other = self.by_name.get(self.entries[name])
+        elif self.target_tree is None:
+            other = self.by_key.get(key)
+        elif _by_tree(name):
+            other = self.by_tree.get(self.target_tree.tree_key(name))
+            if other is not None and name.endswith(".forward"):
+                self.forward_of[name] = other.name
+        else:
+            paired = self.forward_of.get(name[:-len("backward")] + "forward") if name.endswith(".backward") else None
+            other = self.by_name.get(paired[:-len("forward")] + "backward") if paired else self.by_key.get(key)
         if other is None or other.index in self.used:
             return None
         self.used.add(other.index)
@@ -114,6 +156,12 @@ class Matcher:
     def unmatched_bench(self) -> list[EntryRef]:
         """Bench entries no target entry took, in bench order."""
         return [ref for ref in self.bench if ref.index not in self.used]
+
+
+def _by_tree(name: str) -> bool:
+    """Whether an entry is matched by its place in the call tree: a forward call (an API's, ``X.0.forward``, or
+    a module's, ``Module.m.Linear.forward.0``), not a backward or a parameter gradient."""
+    return ".forward" in name and ".backward" not in name and ".parameters_grad" not in name
 
 
 def match_entries(target: Sequence[EntryRef], bench: Sequence[EntryRef], *, target_parents: dict | None = None,

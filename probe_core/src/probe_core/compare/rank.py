@@ -148,14 +148,15 @@ def _compare_ranks(target: RankDump, bench: RankDump, registry, options: Compare
     job = ChunkJob(target, bench, mode, comparators, columnar, columns,
                    frozenset(c for comp in comparators for c in comp.percent_columns), name_map, options.rules,
                    options.lenient, options.xlsx)
+    by_tree = options.fuzzy or options.rules == "noise"  # msprobe's rules: msprobe's matching, by name
     if options.workers > 1:
         matches = match_entries(target.index(), bench_refs, target_parents=target.construct,
-                                bench_parents=bench.construct, fuzzy=options.fuzzy, name_map=name_map)
+                                bench_parents=bench.construct, fuzzy=by_tree, name_map=name_map)
         outcomes = job.in_processes(matches, options.workers)
         total = len(matches)
     else:
         matcher = Matcher(bench_refs, bench_parents=bench.construct, target_parents=target.construct,
-                          target_names=target.construct if name_map is not None else (), fuzzy=options.fuzzy,
+                          target_names=target.construct if name_map is not None else (), fuzzy=by_tree,
                           name_map=name_map)
         outcomes = job.stream(matcher)
         total = len(bench_refs)  # an estimate: the target is streamed

@@ -1,0 +1,23 @@
+"""The ``locate`` plugin: ``probe locate``. Importing it imports no framework and none of the stages."""
+
+from __future__ import annotations
+
+from probe_core.api import CommandSpec, hookimpl
+
+
+def _configure(parser):
+    from probe_locate.command import configure
+
+    configure(parser)
+
+
+def _run(args):
+    from probe_locate.command import run
+
+    return run(args)
+
+
+@hookimpl
+def probe_commands() -> list[CommandSpec]:
+    return [CommandSpec("locate", "from two runs that drift to the operator: monitor, L0 of that step, mix/tensor of "
+                        "that module, replay of that API", _configure, _run)]

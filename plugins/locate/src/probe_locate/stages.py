@@ -1,0 +1,152 @@
+"""The funnel's first three stages, each through probe's own commands and read back from the files they write.
+
+1. ``monitor``: ``probe run --task monitor`` on both commands (the first ``steps`` steps), ``probe monitor compare``:
+   the first step, rank and quantity where the runs part (or an answer: they agree, the update parts first).
+2. ``l0``: ``probe run`` at L0 of that step and rank only, ``probe compare``: the first module that adds error.
+3. ``mix``: ``probe run`` in tensor mode at level mix, ``scope`` limited to that module (its forward; for a backward
+   divergence from its forward to its backward), ``probe compare``: the API that adds error, with its real inputs.
+
+A stage returns its finding: ``found`` (one line) and what the next stage needs, or ``answer`` (``kind``, ``text``)
+when the funnel ends there.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from probe_core.api import DumpError, ProbeError, counterpart, is_module, is_params_grad
+from probe_locate.launch import Cost, TrainingCommand, probe_command, run_training
+from probe_locate.settings import Settings
+
+#: monitor quantities after the gradients along the update chain: a run that parts there first parts in the update
+UPDATE_QUANTITIES = ("grad_norm", "exp_avg", "exp_avg_sq", "param_updated")
+#: compare verdict kinds that name the update, not the forward or backward
+UPDATE_KINDS = ("update", "parameters")
+
+
+class Context:
+    """What every stage is handed: the settings, the registry, the stage's folder and its cost."""
+
+    def __init__(self, settings: Settings, registry: Any, folder: Path, cost: Cost) -> None:
+        self.settings, self.registry, self.folder, self.cost = settings, registry, folder, cost
+
+    def commands(self) -> dict[str, TrainingCommand]:
+        s = self.settings
+        return {"bench": TrainingCommand.parse(s.bench, "--bench"), "target": TrainingCommand.parse(s.target, "--target")}
+
+    def run_both(self, probe_args: list[str], config: dict[str, Any]) -> tuple[Path, Path]:
+        """Both commands under ``probe run PROBE_ARGS -c CONFIG --dump-path FOLDER/{side}``; the two output paths."""
+        config_path = self.folder / "config.json"
+        config_path.write_text(json.dumps(config, indent=1))
+        framework = ["--framework", self.settings.framework] if self.settings.framework else []
+        jobs = [(side, command, [*probe_args, *framework, "-c", str(config_path), "--overwrite", "--dump-path",
+                                 str(self.folder / side)], self.folder / f"{side}.log")
+                for side, command in self.commands().items()]
+        run_training(jobs, self.cost, self.settings.parallel)
+        return self.folder / "target", self.folder / "bench"
+
+    def probe(self, *argv: Any) -> None:
+        probe_command(self.registry, [str(a) for a in argv], self.folder / "probe.log", self.cost)
+
+    def summary(self, *parts: str) -> dict[str, Any]:
+        path = self.folder.joinpath(*parts, "summary.json")
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise DumpError(f"{path}: cannot read what the stage's command wrote ({exc}); see {self.folder}/probe.log")
+
+
+def answer(kind: str, text: str, **extra: Any) -> dict[str, Any]:
+    return {"found": text, "answer": {"kind": kind, "text": text, **extra}}
+
+
+def monitor(ctx: Context, previous: dict[str, Any]) -> dict[str, Any]:
+    s = ctx.settings
+    if s.bench_monitor:
+        target, bench = Path(s.target_monitor), Path(s.bench_monitor)
+    elif s.bench:
+        target, bench = ctx.run_both(["--task", "monitor"], s.monitor_config)
+    else:
+        return {"found": "skipped: no commands and no monitor outputs (starting from the dumps)", "skipped": True}
+    options = [*(["--rank", s.rank] if s.rank is not None else []), *(["--rtol", s.rtol] if s.rtol is not None else []),
+               *(["--noise-factor", s.noise_factor] if s.noise_factor is not None else [])]
+    ctx.probe("monitor", "compare", target, bench, "-o", ctx.folder / "compare", "--no-xlsx", *options)
+    summary = ctx.summary("compare")
+    first = summary.get("first_divergence")
+    if first is None:
+        scope = f"the {s.steps} steps monitored" if s.bench and not s.bench_monitor else "the monitor outputs"
+        complete = "" if summary.get("complete") else " (not every row was compared: see compare/summary.json)"
+        return answer("agree", f"the runs do not part in {scope}{complete}: nothing to locate")
+    step, rank, quantity, name = first["step"], first["rank"], first["quantity"], first["name"]
+    where = f"step {step}, rank {rank}: {quantity} of {name} (relative difference {float(first['rel_diff']):.3g})"
+    if quantity in UPDATE_QUANTITIES:
+        return answer("update", f"the divergence is in the update of step {step} (optimizer/clipping/accumulation): "
+                       f"the gradients agree, {quantity} of {name} parts first", step=step, rank=rank)
+    if quantity == "param_origin":
+        text = ("the runs start from different weights" if step == 0 else
+                f"the weights change between the update of step {step - 1} and step {step}")
+        return answer("weights", f"{text}: param_origin of {name} parts first at step {step}", step=step, rank=rank)
+    return {"found": f"the runs part at {where}", "step": step, "rank": rank, "quantity": quantity, "name": name}
+
+
+def _first_divergence(ctx: Context) -> dict[str, Any] | None:
+    first = ctx.summary("compare").get("first_divergence")
+    return None if first is None else {key: first.get(key) for key in ("name", "module", "kind", "reason", "step",
+                                                                        "rank_id")}
+
+
+def l0(ctx: Context, previous: dict[str, Any]) -> dict[str, Any]:
+    s, found = ctx.settings, previous.get("monitor", {})
+    if s.bench_dump:
+        target, bench = Path(s.target_dump), Path(s.bench_dump)
+    elif s.bench and "step" in found:
+        step, rank = found["step"], found["rank"]
+        target, bench = ctx.run_both([], {"task": "statistics", "level": "L0", "step": [step], "rank": [rank]})
+    else:
+        raise ProbeError("probe locate: stage l0 needs the step where the runs part and the two commands (--bench, "
+                         "--target), or two dumps (--bench-dump, --target-dump)")
+    rank_option = ["--rank", s.rank] if s.rank is not None and s.bench_dump else []
+    ctx.probe("compare", target, bench, "-o", ctx.folder / "compare", *rank_option)
+    first = _first_divergence(ctx)
+    if first is None:
+        where = f" at step {found['step']}" if "step" in found else ""
+        return answer("not found", f"no module adds error{where} at L0 although the monitor parts there: "
+                       "compare the mix level of that step by hand (probe run --level mix)")
+    if first["kind"] in UPDATE_KINDS:
+        return answer("update", f"the divergence is in the update of step {first['step']} (optimizer/clipping/"
+                       f"accumulation): {first['name']} ({first['reason']})", step=first["step"])
+    return {"found": f"{first['name']} adds error first (step {first['step']}, rank {first['rank_id']}): "
+                     f"{first['reason']}", **first}
+
+
+def scope_of(name: str) -> list[str]:
+    """The ``scope`` that records what runs inside the module entry ``name``: its forward call; for a backward entry,
+    from its forward to its backward (the backward calls of the layers after it included)."""
+    forward = counterpart(name, "forward")
+    if not is_module(name) or forward is None:
+        return []
+    return [forward, forward] if forward == name else [forward, name]
+
+
+def mix(ctx: Context, previous: dict[str, Any]) -> dict[str, Any]:
+    s, found = ctx.settings, previous["l0"]
+    if not s.bench:
+        return answer("module", f"{found['name']} adds error first; locating the API inside it needs the two "
+                       "commands (--bench, --target)")
+    config = {"task": "tensor", "level": "mix", "step": [found["step"]], "rank": [found["rank_id"]]}
+    scope = scope_of(found["name"])
+    if scope:
+        config["tensor"] = {"scope": scope}
+    target, bench = ctx.run_both([], config)
+    ctx.probe("compare", target, bench, "-o", ctx.folder / "compare")
+    first = _first_divergence(ctx)
+    if first is None:
+        return answer("module", f"{found['name']} adds error at L0, but no entry inside it does at mix level "
+                       f"(scope {scope}): its error is spread over its calls")
+    if is_module(first["name"]) or is_params_grad(first["name"]):
+        return answer("module", f"{first['name']} adds error, no API inside it does: {first['reason']}",
+                       entry=first["name"])
+    return {"found": f"{first['name']} adds error first (inside {first['module'] or found['name']}): "
+                     f"{first['reason']}", **first}

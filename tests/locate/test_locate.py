@@ -1,0 +1,123 @@
+"""probe locate end to end: the real CLI on a tiny training script with a planted bug after step 0.
+
+One funnel run is shared (module fixture): first with ``--stop-after l0``, then resumed to the end, then rerun
+with every stage reused. Its commands run the script under the venv's Python, both sides at once (--parallel).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from probe_core import testing
+from probe_core.api import ConfigError
+
+SCRIPT = Path(__file__).with_name("train_tiny.py")
+PROBE = str(Path(sys.executable).parent / "probe")
+PY = sys.executable
+
+
+def locate(out: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PROBE_", "MONITOR_"))} | {"COLUMNS": "200"}
+    done = subprocess.run([PROBE, "locate", "-o", str(out), "--parallel", *args], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+def state(out: Path, folder: str) -> dict:
+    return json.loads((out / folder / "locate_state.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def gelu(tmp_path_factory):
+    """The GELU of the target switches to its tanh approximation from step 2: three runs of the same funnel."""
+    out = tmp_path_factory.mktemp("locate") / "out"
+    commands = ["--bench", f"{PY} {SCRIPT}", "--target", f"{PY} {SCRIPT} --gelu-tanh-from 2"]
+    first = locate(out, *commands, "--stop-after", "l0")
+    first_states = {f: state(out, f) for f in ("stage1-monitor", "stage2-l0")}
+    second = locate(out, *commands)
+    third = locate(out, *commands)
+    return out, (first, second, third), first_states
+
+
+def test_stage_findings(gelu):
+    out, _, _ = gelu
+    monitor = state(out, "stage1-monitor")["finding"]
+    assert (monitor["step"], monitor["rank"], monitor["quantity"]) == (2, 0, "grad_unreduced")
+    l0 = state(out, "stage2-l0")["finding"]
+    assert (l0["name"], l0["step"], l0["kind"]) == ("Module.1.GELU.forward.0", 2, "adds error")
+    mix = state(out, "stage3-mix")
+    assert mix["finding"]["name"] == "Functional.gelu.0.forward"
+    config = json.loads((out / "stage3-mix" / "config.json").read_text())
+    assert config["step"] == [2] and config["tensor"]["scope"] == ["Module.1.GELU.forward.0"] * 2
+    # the stage-3 dumps hold only what runs inside the module, at step 2: its forward and its one API
+    dump = json.loads((out / "stage3-mix" / "target" / "step2" / "rank0" / "dump.json").read_text())
+    assert sorted(dump["data"]) == ["Functional.gelu.0.forward", "Module.1.GELU.forward.0"]
+    assert not (out / "stage2-l0" / "bench" / "step1").exists()  # earlier steps ran without recording
+
+
+def test_answer_names_the_call(gelu):
+    out, runs, _ = gelu
+    summary = json.loads((out / "locate_summary.json").read_text())
+    answer = summary["answer"]
+    assert answer["kind"] == "call" and answer["api"] == "Functional.gelu.0"
+    assert "approximate" in answer["text"] and "'tanh' vs 'none'" in answer["text"]
+    assert answer["acc_check"]["pass"] == 1  # the replay on the bench's inputs passes its standard
+    replay = json.loads((out / "stage4-replay" / "replay" / "dump.json").read_text())
+    assert replay["data"]["Functional.gelu.0.forward"]["input_kwargs"]["approximate"]["value"] == "tanh"
+    bench_input = out / "stage3-mix" / "bench" / "step2" / "rank0" / "dump_tensor_data" / \
+        "Functional.gelu.0.forward.input.0.pt"
+    assert (out / "stage4-replay" / "replay" / "dump_tensor_data" / bench_input.name).read_bytes() == \
+        bench_input.read_bytes()
+    assert "probe locate: call" in runs[1].stdout
+    assert summary["bytes"] == sum(s["bytes"] for s in summary["stages"].values()) > 0
+
+
+def test_stop_after_and_resume(gelu):
+    out, (first, second, third), first_states = gelu
+    assert "stopped after stage l0" in first.stdout
+    # the resumed run reused stages 1 and 2 (their state files unchanged) and ran 3 and 4
+    for folder, before in first_states.items():
+        assert state(out, folder) == before
+    assert second.stdout.count("finished before: reused") == 2
+    assert "probe run -c" in second.stdout and "stage3-mix/config.json" in second.stdout
+    # the third run ran nothing
+    assert third.stdout.count("finished before: reused") == 4
+
+
+def test_update_divergence(tmp_path):
+    """lr x10 from step 2: the gradients agree, the update parts: stage 1 answers, no dump is made."""
+    out = tmp_path / "out"
+    done = locate(out, "--bench", f"{PY} {SCRIPT} --steps 3", "--target", f"{PY} {SCRIPT} --steps 3 --lr-from 2",
+                  "--steps", "3")
+    answer = json.loads((out / "locate_summary.json").read_text())["answer"]
+    assert (answer["kind"], answer["step"]) == ("update", 2), done.stdout
+    assert "param_updated" in answer["text"]
+    assert not (out / "stage2-l0").exists()
+
+
+def test_from_monitor_outputs_that_agree(gelu, tmp_path):
+    """Two already-made monitor outputs (here one run's, twice): nothing parts, the funnel says so and stops."""
+    bench = gelu[0] / "stage1-monitor" / "bench"
+    out = tmp_path / "out"
+    done = locate(out, "--bench-monitor", str(bench), "--target-monitor", str(bench))
+    answer = json.loads((out / "locate_summary.json").read_text())["answer"]
+    assert answer["kind"] == "agree" and "do not part" in done.stdout
+    assert state(out, "stage1-monitor")["ran"][0].startswith("probe monitor compare")
+
+
+def test_bad_input_is_one_clear_error(tmp_path):
+    with pytest.raises(ConfigError, match="--bench and --target go together"):
+        testing.command(["locate", "--bench", f"{PY} {SCRIPT}", "-o", tmp_path / "o"])
+    with pytest.raises(ConfigError, match=r"no training script \(\*\.py\)"):
+        testing.command(["locate", "--bench", "make train", "--target", f"{PY} {SCRIPT}", "-o", tmp_path / "o"])
+    config = tmp_path / "locate.json"
+    config.write_text(json.dumps({"stepz": 3}))
+    with pytest.raises(ConfigError, match=r"locate.json: unknown key 'stepz'"):
+        testing.command(["locate", "-c", config, "-o", tmp_path / "o"])
