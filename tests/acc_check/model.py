@@ -1,5 +1,5 @@
-"""A small transformer for the pre-check tests: every API it calls can be re-run (dropout is the one
-random op, present to be skipped)."""
+"""A small transformer for the pre-check tests: every API it calls can be re-run (dropout, a random op, too:
+both runs draw from one generator state)."""
 
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ from probe_acc_check.standards import (
     BinaryConsistency,
     CosineAndRatios,
     OutputCheck,
+    SummedGradient,
     Thousandth,
     Ulp,
     judge,
@@ -123,5 +124,5 @@ def test_a_standard_registered_first_claims_its_operator():
     found = judge(OutputCheck("Functional.gelu", "g", "forward", t, b, float_metrics(t.value, x, "float32")), standards)
     assert found[0] == "strict_gelu" and found[1].status == "error"
     assert [name for name, _ in STANDARDS][-1] == "cosine_and_ratios"
-    assert {type(s) for _, s in STANDARDS} == {BinaryConsistency, AbsoluteThreshold, Ulp, AccumulativeError, Thousandth,
-                                                 CosineAndRatios}
+    assert {type(s) for _, s in STANDARDS} == {BinaryConsistency, SummedGradient, AbsoluteThreshold, Ulp,
+                                                 AccumulativeError, Thousandth, CosineAndRatios}

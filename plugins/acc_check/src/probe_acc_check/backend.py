@@ -10,13 +10,15 @@ and returns both runs' outputs as numpy values. Everything after that
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
 from probe_acc_check.cases import ApiCase
+from probe_acc_check.conditioning import dithered, needs_spread
 from probe_acc_check.errors import AccCheckError, SkipApi
 from probe_acc_check.inputs import Inputs
 
@@ -57,6 +59,8 @@ class Run:
     or when the API has no floating output); ``note`` goes into every row's
     Message (e.g. the benchmark fell back to float32); ``inputs`` are the
     tested run's inputs ``(name, values, dtype)``, kept for ``-save_error_data``.
+    ``spread``: the benchmark run again on inputs and output gradients moved by one rounding of the
+    tested dtype (:mod:`probe_acc_check.conditioning`); ``None`` without a floating output.
     """
 
     tested: Outcome
@@ -64,6 +68,7 @@ class Run:
     backward_skip: str = ""
     note: str = ""
     inputs: tuple[tuple[str, np.ndarray, str], ...] = ()
+    spread: Outcome | None = None
 
 
 @dataclass(frozen=True)
@@ -91,9 +96,10 @@ class FrameworkBackend:
     arrays). A backend supplies the framework's side:
 
     ``label``, ``operators`` (its operator table), ``tensor(Array)``, ``numpy(tensor)`` (float64 for floating
-    tensors), ``typed(Typed)`` (a recorded dtype/device), ``execute(fn, args, kwargs, grads, differentiable)``,
+    tensors), ``typed(Typed)`` (a recorded dtype/device), ``execute(fn, args, kwargs, grads, takes_grad)``
+    (``takes_grad``: per tensor argument, whether its gradient is computed; :meth:`ApiCase.takes_grad`),
     ``benchmark`` and, optionally, ``bench_call`` (the benchmark's callable and arguments, when they are
-    another framework's)."""
+    another framework's) and ``replay`` (random ops)."""
 
     label = ""
     run_errors: tuple[type[BaseException], ...] = RUN_ERRORS  # a tested run's exceptions that skip the row
@@ -114,22 +120,41 @@ class FrameworkBackend:
         bench_args, bench_kwargs = (map_leaves(tree, lambda _: next(rounded)) for tree in (args, kwargs))
         bench_fn, bench_args, bench_kwargs = self.bench_call(case.api, fn, bench_args, bench_kwargs)
         args, kwargs = map_typed(args, self.typed), map_typed(kwargs, self.typed)
-        differentiable = not case.inplace
+        takes_grad = case.takes_grad()
+        replay = self.replay(case)
         try:
-            tested, skip, grads = self.execute(fn, args, kwargs, inputs.grads, differentiable)
+            with replay():
+                tested, skip, grads = self.execute(fn, args, kwargs, inputs.grads, takes_grad)
         except SkipApi:
             raise
         except self.run_errors as exc:
             raise SkipApi(f"the tested run failed on {self.options.device}: {type(exc).__name__}: "
                           f"{first_line(exc)}") from None
-        bench, bench_skip, note = self.benchmark(bench_fn, bench_args, bench_kwargs, grads, differentiable)
+        with replay():
+            bench, bench_skip, note = self.benchmark(bench_fn, bench_args, bench_kwargs, grads, takes_grad)
+        spread = None
+        if needs_spread(tested):
+            dtypes = [out.dtype if out is not None else "" for out in tested.forward]
+            moved_args, moved_kwargs, moved_grads = dithered(bench_args, bench_kwargs, grads, dtypes, case.name)
+            with replay():
+                spread, _, _ = self.benchmark(bench_fn, moved_args, moved_kwargs, moved_grads, takes_grad)
         kept = tuple((a.name, a.data, a.dtype) for a in used) if self.options.keep_inputs else ()
-        return Run(tested, bench, skip or bench_skip, note, kept)
+        return Run(tested, bench, skip or bench_skip, note, kept, spread)
 
     def bench_call(self, api: str, fn: Callable, args: list, kwargs: dict) -> tuple[Callable, list, dict]:
         """The benchmark's callable and arguments: the tested one's, unless the benchmark is another
         framework's."""
         return fn, args, kwargs
+
+    def replay(self, case: ApiCase) -> Callable[[], AbstractContextManager]:
+        """What each run of ``case`` runs inside: for a random op (:attr:`ApiCase.random`), a context that
+        starts the generator from one state, the same for the tested run and the benchmark, so both draw the
+        same mask (the dump holds no generator state to replay); a backend that cannot do that raises
+        :class:`SkipApi` saying so. Other ops: a context that does nothing."""
+        if case.random:
+            raise SkipApi(f"random op: the {self.label} backend cannot give the tested run and the benchmark "
+                          f"the same random draws (the dump records no generator state)")
+        return nullcontext
 
     def tensor(self, value: Any) -> Any:
         raise NotImplementedError
@@ -141,7 +166,7 @@ class FrameworkBackend:
         raise NotImplementedError
 
     def execute(self, fn: Callable, args: list, kwargs: dict, grads: tuple,
-                differentiable: bool) -> tuple[Outcome, str, tuple]:
+                takes_grad: list[bool]) -> tuple[Outcome, str, tuple]:
         raise NotImplementedError
 
 

@@ -23,9 +23,13 @@ from probe_core.api import discover, DumpEntry, DumpError, RankDump, TensorMeta,
 
 from probe_acc_check.errors import AccCheckError, SkipApi
 
-#: APIs whose output depends on the random generator, not on the inputs.
-RANDOM_OPS = frozenset({
+#: Random ops whose draws a backend can replay: the same generator state on both runs gives the same mask
+#: (see :attr:`ApiCase.random`); ``scaled_dot_product_attention`` is one when its ``dropout_p`` is above 0.
+REPLAYABLE_RANDOM_OPS = frozenset({
     "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout", "rrelu", "rrelu_",
+})
+#: APIs whose output depends on the random generator only: nothing to compare.
+RANDOM_OPS = frozenset({
     "rand", "rand_like", "randn", "randn_like", "randint", "randint_like", "randperm", "normal", "normal_",
     "uniform", "uniform_", "bernoulli", "bernoulli_", "multinomial", "random_", "exponential_", "geometric_",
     "cauchy_", "log_normal_", "poisson", "gumbel_softmax", "standard_normal", "kaiming_uniform_",
@@ -46,7 +50,8 @@ _TYPED = {"torch.dtype": "dtype", "mindspore.dtype": "dtype", "torch.device": "d
 class TensorSpec:
     """A recorded tensor: what it takes to rebuild it (dtype and shape as recorded, Max/Min, real data).
 
-    ``missing``: dump.json names a tensor file that is not there (``path`` is then ``None``)."""
+    ``missing``: dump.json names a tensor file that is not there (``path`` is then ``None``);
+    ``requires_grad``: as recorded (``None``: not recorded)."""
 
     name: str
     dtype: str
@@ -55,6 +60,7 @@ class TensorSpec:
     max: Any
     path: str | None = None
     missing: bool = False
+    requires_grad: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -94,6 +100,22 @@ class ApiCase:
     def inplace(self) -> bool:
         """``add_``, ``__iadd__``, ``__setitem__``: writes into its input (no backward through it)."""
         return writes_in_place(self.op)
+
+    @property
+    def random(self) -> bool:
+        """A random op whose draws a backend replays (dropout, SDPA with ``dropout_p`` > 0): the tested run
+        and the benchmark start from the same generator state."""
+        if self.op in REPLAYABLE_RANDOM_OPS:
+            return True
+        dropout_p = self.kwargs.get("dropout_p", self.args[4] if len(self.args) > 4 else 0.0)
+        return self.op == "scaled_dot_product_attention" and isinstance(dropout_p, float) and dropout_p > 0.0
+
+    def takes_grad(self) -> list[bool]:
+        """For each tensor argument (in :func:`tensor_leaves` order): whether its gradient is computed — as
+        the recorded run did (``requires_grad``; BatchNorm's running statistics take none), every floating
+        one where the dump did not record it."""
+        return [not isinstance(leaf, TensorSpec) or leaf.requires_grad is not False
+                for leaf in tensor_leaves([self.args, self.kwargs])]
 
 
 def _plain(value: Any) -> bool:
@@ -176,7 +198,8 @@ def _value(entry: DumpEntry, leaf: TensorMeta) -> Any:
             raise SkipApi(exc.messages[0]) from None
         found = path is not None and path.is_file()
         return TensorSpec(leaf.name, str(leaf.dtype or ""), tuple(int(n) for n in leaf.shape), leaf.min, leaf.max,
-                          str(path) if found else None, missing=path is not None and not found)
+                          str(path) if found else None, missing=path is not None and not found,
+                          requires_grad=leaf.requires_grad)
     kind, value = leaf.type, leaf.value
     if kind in ("int", "float", "bool", "str"):
         return value

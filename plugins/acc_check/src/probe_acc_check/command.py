@@ -1,5 +1,6 @@
 """``probe acc-check`` (also ``acc_check`` and ``multi_acc_check``, msprobe's names) and
-``probe acc-check compare A.csv B.csv``. The work is imported only when the command runs."""
+``probe acc-check compare A.csv B.csv`` (also msprobe's ``api_precision_compare -npu A.csv -gpu B.csv``).
+The work is imported only when the command runs."""
 
 from __future__ import annotations
 
@@ -14,6 +15,12 @@ DTYPES = ("float16", "bfloat16", "float32", "float64")
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", nargs="*", metavar="compare A.csv B.csv",
                         help="compare two pre-check results (details or result CSVs) output by output")
+    parser.add_argument("-npu", "--npu_csv_path", dest="npu_csv", metavar="A.csv",
+                        help="msprobe's api_precision_compare: the run under scrutiny (compare's A.csv)")
+    parser.add_argument("-gpu", "--gpu_csv_path", dest="gpu_csv", metavar="B.csv",
+                        help="msprobe's api_precision_compare: the trusted run (compare's B.csv)")
+    parser.add_argument("-config", "--config_path", dest="config", metavar="CONFIG",
+                        help="msprobe's spelling of -c: config.json (its \"plugins\" section applies)")
     parser.add_argument("-api_info", "--api_info_file", "--api-info", dest="api_info", metavar="DUMP",
                         help="the L1/mix dump to pre-check: a dump.json or its folder (PyTorch or MindSpore)")
     parser.add_argument("-o", "--out_path", "--out-path", dest="out_path", default=".", metavar="OUT",
@@ -52,6 +59,11 @@ def _compare(args: argparse.Namespace) -> int:
     from probe_acc_check.errors import AccCheckError
     from probe_acc_check.precision_compare import compare_results
 
+    if args.npu_csv or args.gpu_csv:
+        if args.action or not (args.npu_csv and args.gpu_csv):
+            raise AccCheckError("probe acc-check: -npu A.csv and -gpu B.csv go together, without compare A.csv "
+                                "B.csv (they are msprobe's api_precision_compare spelling of it)")
+        args.action = ["compare", args.npu_csv, args.gpu_csv]
     if len(args.action) != 3 or args.action[0] != "compare":
         raise AccCheckError(f"probe acc-check: unexpected {' '.join(args.action)!r}; use probe acc-check -api_info "
                             f"DUMP, or probe acc-check compare A.csv B.csv")
@@ -75,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     from probe_acc_check.report import print_report
     from probe_acc_check.runner import CheckOptions, run_check
 
-    if args.action:
+    if args.action or args.npu_csv or args.gpu_csv or getattr(args, "command", None) == "api_precision_compare":
         return _compare(args)
     if not args.api_info:
         raise AccCheckError("probe acc-check: -api_info DUMP is required (a dump.json or its folder, level L1 or mix)")
@@ -107,9 +119,5 @@ def run(args: argparse.Namespace) -> int:
 
 
 HELP = "offline API pre-check: re-run each dumped API on the device under test and a float64 CPU benchmark"
-COMMANDS = [
-    CommandSpec("acc-check", HELP, configure, run, priority=40),
-    CommandSpec("acc_check", "same as acc-check (msprobe's spelling)", configure, run, priority=41),
-    CommandSpec("multi_acc_check", "same as acc-check; -d 0 1 ... runs one worker per device", configure, run,
-                priority=42),
-]
+COMMANDS = [CommandSpec("acc-check", HELP, configure, run, priority=40,
+                        aliases=("acc_check", "multi_acc_check", "api_precision_compare"))]

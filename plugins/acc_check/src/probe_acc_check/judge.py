@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from probe_acc_check.backend import Output, Run
+from probe_acc_check.backend import Outcome, Output, Run
 from probe_acc_check.cases import ApiCase
+from probe_acc_check.conditioning import within_spread
 from probe_acc_check.metrics import Metrics, binary_metrics, float_metrics
 from probe_acc_check.standards import ERROR, PASS, SKIP, WARNING, OutputCheck, Verdict, judge
 
@@ -65,7 +67,41 @@ def _row(name: str, tested: Output | None, bench: Output | None, metrics: Metric
                      standard, verdict.status, message)
 
 
-def _compare(case: ApiCase, direction: str, tested: list, bench: list, standards: list, note: str) -> list[DetailRow]:
+def _window_overlap(case: ApiCase) -> int:
+    """How many windows of a max pooling can share one input element (its gradient sums their shares):
+    per spatial dimension ``ceil(((kernel - 1) * dilation + 1) / stride)``, multiplied."""
+    names = ("input", "kernel_size", "stride", "padding", "dilation")
+    given = dict(zip(names, case.args)) | {key: value for key, value in case.kwargs.items() if key in names}
+
+    def per_dim(value: object) -> list[int]:
+        return list(value) if isinstance(value, (list, tuple)) else [value] if isinstance(value, int) else []
+
+    kernel = per_dim(given.get("kernel_size"))
+    stride = per_dim(given.get("stride")) or kernel
+    dilation = per_dim(given.get("dilation")) or [1]
+    if not kernel:
+        return 1
+    dims = max(len(kernel), len(stride), len(dilation), int(case.op[-2]) if case.op[-2].isdigit() else 1)
+    spread = lambda values: values * dims if len(values) == 1 else values  # noqa: E731
+    return math.prod(-(-((k - 1) * d + 1) // max(s, 1))
+                     for k, s, d in zip(spread(kernel), spread(stride), spread(dilation)))
+
+
+def summed_terms(case: ApiCase, forward: list[Output | None], grad: Output) -> int:
+    """How many terms each element of the gradient ``grad`` of one input sums: for an input an element-wise
+    op broadcast, the output's size over the input's (the gradient sums over the broadcast dimensions); for
+    max pooling, the windows that can share an input element; else 1."""
+    if case.op.startswith("max_pool"):
+        return _window_overlap(case)
+    sizes = [math.prod(out.shape) for out in forward if out is not None and out.is_tensor and out.floating]
+    size = math.prod(grad.shape)
+    return max(1, max(sizes, default=0) // size) if size else 1
+
+
+def _compare(case: ApiCase, direction: str, tested: list, bench: list, standards: list, note: str,
+             forward: list | None = None, spread: list | None = None) -> list[DetailRow]:
+    """One row per output; ``forward``: the tested forward outputs (for a gradient's summed terms);
+    ``spread``: the benchmark's outputs on inputs moved by one rounding (ill-conditioned operators)."""
     rows = []
     if len(tested) != len(bench):
         return [_row(f"{case.name}.{direction}.output.0", None, None, Metrics(), "",
@@ -82,7 +118,12 @@ def _compare(case: ApiCase, direction: str, tested: list, bench: list, standards
                                                                        f"benchmark's {list(b.shape)}"), note))
         else:
             metrics = float_metrics(t.value, b.value, t.dtype) if t.floating else binary_metrics(t.value, b.value)
-            standard, verdict = judge(OutputCheck(case.api, name, direction, t, b, metrics), standards)
+            terms = summed_terms(case, forward, t) if forward is not None and t.floating else 1
+            standard, verdict = judge(OutputCheck(case.api, name, direction, t, b, metrics, terms), standards)
+            moved = spread[index] if spread is not None and index < len(spread) else None
+            if verdict.status in (ERROR, WARNING) and moved is not None and t.floating and moved.is_tensor:
+                reason = within_spread(t.value, b.value, moved.value, terms)
+                verdict = Verdict(PASS, reason) if reason else verdict
             rows.append(_row(name, t, b, metrics, standard, verdict, note))
     return rows
 
@@ -99,8 +140,11 @@ def _message(rows: list[DetailRow], fallback: str) -> str:
 
 def judge_run(case: ApiCase, run: Run, standards: list) -> ApiResult:
     """Compare both runs output by output; ``standards`` are ``(name, object)`` pairs in consulting order."""
-    forward = _compare(case, "forward", run.tested.forward, run.bench.forward, standards, run.note)
-    backward = _compare(case, "backward", run.tested.backward, run.bench.backward, standards, run.note)
+    spread = run.spread or Outcome([], [])
+    forward = _compare(case, "forward", run.tested.forward, run.bench.forward, standards, run.note,
+                       spread=spread.forward if run.spread else None)
+    backward = _compare(case, "backward", run.tested.backward, run.bench.backward, standards, run.note,
+                        run.tested.forward, spread.backward if run.spread else None)
     fwd_status = worst([row.status for row in forward]) if forward else SKIP
     if backward:
         bwd_status = worst([row.status for row in backward])

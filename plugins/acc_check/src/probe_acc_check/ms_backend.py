@@ -131,11 +131,12 @@ class MindSporeBackend(FrameworkBackend):
     def typed(self, value: Typed) -> Any:
         return self.ms_dtype(str(value.value)) if value.kind == "dtype" else value.value
 
-    def execute(self, fn: Callable, args: list, kwargs: dict, grads: tuple, differentiable: bool) -> tuple[
+    def execute(self, fn: Callable, args: list, kwargs: dict, grads: tuple, takes_grad: list[bool]) -> tuple[
             Outcome, str, tuple]:
         ms = self.ms
-        wanted = [t for t in tensor_leaves([args, kwargs])
-                  if differentiable and isinstance(t, ms.Tensor) and self._floating(t)]
+        leaves = list(tensor_leaves([args, kwargs]))
+        floating = [t for t in leaves if isinstance(t, ms.Tensor) and self._floating(t)]
+        wanted = [t for t, grad in zip(leaves, takes_grad) if grad and isinstance(t, ms.Tensor) and self._floating(t)]
 
         def call(*diff: Any) -> Any:
             subs = {id(t): d for t, d in zip(wanted, diff)}
@@ -156,10 +157,10 @@ class MindSporeBackend(FrameworkBackend):
         given = [ms.Tensor(g.astype(np.float32)).astype(o.dtype) if g is not None and self._floating(o)
                  else ms.ops.zeros_like(o) for o, g in zip(outs, grads)]
         got = vjp(tuple(given) if isinstance(result, tuple) else given[0])
-        got = got if isinstance(got, tuple) else (got,)
+        got = dict(zip(map(id, wanted), got if isinstance(got, tuple) else (got,)))
         used = tuple(self.numpy(s) if g is not None and self._floating(o) else g
                      for o, g, s in zip(outs, grads, given))
-        return Outcome(forward, [self._output(g) for g in got]), "", used
+        return Outcome(forward, [self._output(got.get(id(t))) for t in floating]), "", used
 
     def bench_call(self, api: str, fn: Callable, args: list, kwargs: dict) -> tuple[Callable, list, dict]:
         """The PyTorch twin of a MindSpore API and its arguments (the benchmark is PyTorch's)."""

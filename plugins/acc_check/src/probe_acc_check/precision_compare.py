@@ -27,7 +27,7 @@ from probe_acc_check.standards import ERROR, PASS, SKIP, WARNING
 #: (details column, warning bound, whether it decides the verdict)
 RATIOS = (("Small Value Err Ratio", 2.0, True), ("RMSE", 2.0, True), ("MaxRelativeErr", 10.0, True),
           ("MeanRelativeErr", 2.0, True), ("EB", 2.0, False))
-ABSOLUTE = ("binary_consistency", "absolute_threshold", "accumulative_error", "thousandth")
+ABSOLUTE = ("binary_consistency", "summed_gradient", "absolute_threshold", "accumulative_error", "thousandth")
 COMPARE_COLUMNS = (("API Name",) + tuple(c for name, _, _ in RATIOS for c in (f"{name} (A/B)", f"{name} Status"))
                    + ("ULP Err Ratio A", "ULP Err Ratio B", "Standard", "Status", "Message"))
 

@@ -41,7 +41,10 @@ class OutputCheck:
     ``backward`` (then the output is the gradient of an input); ``tested``
     and ``bench``: the two runs' :class:`~probe_acc_check.backend.Output`
     (numpy values in ``.value``); ``metrics``: the computed
-    :class:`~probe_acc_check.metrics.Metrics`.
+    :class:`~probe_acc_check.metrics.Metrics`; ``terms``: how many terms
+    each element of a gradient sums (:func:`~probe_acc_check.judge.summed_terms`:
+    the broadcast dimensions of an element-wise op's input, the windows of a
+    max pooling that share an element), 1 for forward outputs.
     """
 
     api: str
@@ -50,6 +53,7 @@ class OutputCheck:
     tested: Output
     bench: Output
     metrics: Metrics
+    terms: int = 1
 
     @property
     def op(self) -> str:
@@ -89,7 +93,7 @@ class BinaryConsistency:
     })
 
     def applies(self, check: OutputCheck) -> bool:
-        return not check.tested.floating or check.op in self.OPS
+        return not check.tested.floating or (check.op in self.OPS and check.terms == 1)
 
     def judge(self, check: OutputCheck) -> Verdict:
         err = check.metrics.binary_err or 0.0
@@ -126,6 +130,41 @@ class AbsoluteThreshold:
             return Verdict(ERROR, f"absolute threshold: {_pct(m.small_value_err)} of the small values "
                                   f"(|x| < {info.small:g}) are off by more than {info.small_atol:g}")
         return Verdict(PASS)
+
+
+class SummedGradient:
+    """Gradients that are sums, of element-wise and data-movement ops (whose own standards judge element by
+    element): an input broadcast to the output's shape gets the sum over the broadcast dimensions, an input
+    element shared by overlapping max-pooling windows the sum of their shares. The rounding of a sum of
+    ``n`` terms grows with ``n`` (at most ``(n - 1) u sum|x|``), and where the terms cancel the sum is small
+    beside them: every element must be within ``n x rtol`` (the absolute-threshold tolerance of the dtype,
+    scaled by the reduction length, as for a matrix product's dot products) of the benchmark, relative to
+    the larger of its own magnitude and the gradient's root mean square, with no inf/nan mismatch."""
+
+    OPS = BinaryConsistency.OPS | AbsoluteThreshold.OPS
+
+    def applies(self, check: OutputCheck) -> bool:
+        return (check.tested.floating and check.direction == "backward" and check.terms > 1
+                and check.op in self.OPS)
+
+    def judge(self, check: OutputCheck) -> Verdict:
+        import numpy as np
+
+        m, info = check.metrics, float_info(check.dtype)
+        if m.inf_nan_err:
+            return Verdict(ERROR, f"summed gradient: {_pct(m.inf_nan_err)} of the elements are inf/nan where the "
+                                  f"benchmark's are not (or the reverse)")
+        t, b = np.asarray(check.tested.value, np.float64), np.asarray(check.bench.value, np.float64)
+        finite = np.isfinite(t) & np.isfinite(b)
+        t, b = t[finite], b[finite]
+        rms = float(np.sqrt(np.mean(b * b))) if b.size else 0.0
+        tolerance = check.terms * info.rtol
+        over = np.abs(t - b) > tolerance * np.maximum(np.abs(b), rms) + info.small_atol
+        if not over.any():
+            return Verdict(PASS)
+        return Verdict(ERROR, f"summed gradient: {_pct(over.mean())} of the elements are off by more than "
+                              f"{check.terms} terms x {info.rtol:g} = {tolerance:.3g} of max(|bench|, rms "
+                              f"{rms:.3g}) ({check.dtype})")
 
 
 class Ulp:
@@ -186,13 +225,14 @@ class AccumulativeError:
 
 
 class Thousandth:
-    """Convolutions: at least 99.9% of the elements within a relative error of 1/1000 (msprobe's
-    thousandth standard)."""
+    """Convolutions' outputs: at least 99.9% of the elements within a relative error of 1/1000 (msprobe's
+    thousandth standard). Gradients are left to the other standards, as matrix products' are: a bias
+    gradient is a sum over batch and positions, exactly zero when a BatchNorm follows."""
 
     OPS = frozenset({"conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"})
 
     def applies(self, check: OutputCheck) -> bool:
-        return check.tested.floating and check.op in self.OPS
+        return check.tested.floating and check.direction == "forward" and check.op in self.OPS
 
     def judge(self, check: OutputCheck) -> Verdict:
         share = check.metrics.thousandth if check.metrics.thousandth is not None else 1.0
@@ -236,6 +276,8 @@ class CosineAndRatios:
 MSPROBE_STANDARDS = (
     ("binary_consistency", "integer/bool/non-tensor outputs and data-movement ops equal the benchmark exactly",
      BinaryConsistency, 100),
+    ("summed_gradient", "gradients that sum over broadcast dimensions or pooling windows: the dtype's "
+     "tolerance times the number of terms", SummedGradient, 150),
     ("absolute_threshold", "element-wise arithmetic within the dtype's relative and small-value tolerances",
      AbsoluteThreshold, 200),
     ("ulp", "matrix products: error in units in the last place of the tested dtype", Ulp, 300),

@@ -11,11 +11,13 @@ so :func:`benchmark` takes framework-neutral arguments.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 from probe_acc_check.backend import FrameworkBackend, Options, Outcome, Output, backward_skip, returned
-from probe_acc_check.cases import Typed, flat, map_leaves, map_typed, tensor_leaves
+from probe_acc_check.cases import ApiCase, Typed, flat, map_leaves, map_typed, tensor_leaves
 from probe_acc_check.dtypes import canonical, is_float
 from probe_acc_check.errors import AccCheckError, SkipApi, first_line
 from probe_acc_check.inputs import Array
@@ -57,20 +59,25 @@ def to_output(value: Any) -> Output | None:
     return Output(value.cpu().numpy(), str(value.dtype), floating=False)
 
 
-def execute(fn: Callable, args: list, kwargs: dict, grads: tuple, differentiable: bool) -> tuple[Outcome, str, tuple]:
+def execute(fn: Callable, args: list, kwargs: dict, grads: tuple, takes_grad: list[bool]) -> tuple[Outcome, str, tuple]:
     """Run ``fn`` forward, then backward with ``grads`` (one per flattened output, ``None`` to leave one out).
 
-    Returns the outcome, why the backward was not run (``""`` when it was or
-    when there is nothing to differentiate) and the gradients as given to the
-    outputs (numpy, after rounding to each output's dtype: what the benchmark
-    must be given too).
+    ``fn`` is given copies of the tensor arguments, so that an op writing into its input (``relu(inplace=True)``,
+    ``add_``, BatchNorm's running statistics) leaves them alone and can be differentiated; the gradients are
+    those of the floating arguments ``takes_grad`` marks, one backward output per floating argument (``None``
+    for the others). Returns the outcome, why the backward was not run (``""`` when it was or when there is
+    nothing to differentiate) and the gradients as given to the outputs (numpy, after rounding to each
+    output's dtype: what the benchmark must be given too).
     """
-    wanted = [t for t in tensor_leaves([args, kwargs])
-              if differentiable and isinstance(t, torch.Tensor) and t.is_floating_point()]
+    leaves = list(tensor_leaves([args, kwargs]))
+    floating = [t for t in leaves if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    wanted = [t for t, grad in zip(leaves, takes_grad) if grad and isinstance(t, torch.Tensor) and t.is_floating_point()]
     for tensor in wanted:
         tensor.requires_grad_(True)
     with torch.enable_grad():
-        result = returned(fn(*args, **kwargs))
+        copies = {id(t): t.clone() for t in leaves if isinstance(t, torch.Tensor)}
+        copy = lambda t: copies.get(id(t), t)  # noqa: E731
+        result = returned(fn(*map_leaves(args, copy), **map_leaves(kwargs, copy)))
     outs = list(flat(result))
     forward = [to_output(out) for out in outs]
     pairs = [(out, grad) for out, grad in zip(outs, grads)
@@ -82,11 +89,11 @@ def execute(fn: Callable, args: list, kwargs: dict, grads: tuple, differentiable
     if any(tuple(out.shape) != grad.shape for out, grad in pairs):
         return Outcome(forward), "an output's shape differs from the dump's; no gradient to give it", grads
     given = [torch.from_numpy(grad).to(out.device, out.dtype) for out, grad in pairs]
-    got = torch.autograd.grad([out for out, _ in pairs], wanted, given, allow_unused=True)
+    got = dict(zip(map(id, wanted), torch.autograd.grad([out for out, _ in pairs], wanted, given, allow_unused=True)))
     rounded = iter(g.to("cpu", torch.float64).numpy() for g in given)
     used = tuple(next(rounded) if isinstance(out, torch.Tensor) and out.requires_grad and grad is not None else grad
                  for out, grad in zip(outs, grads))
-    return Outcome(forward, [to_output(grad) for grad in got]), "", used
+    return Outcome(forward, [to_output(got.get(id(t))) for t in floating]), "", used
 
 
 def _bench_value(value: Any, float_dtype: Any) -> Any:
@@ -103,7 +110,7 @@ def _bench_typed(value: Typed, float_dtype: Any) -> Any:
     return float_dtype if dtype.is_floating_point else dtype
 
 
-def benchmark(fn: Callable, args: list, kwargs: dict, grads: tuple, differentiable: bool) -> tuple[Outcome, str, str]:
+def benchmark(fn: Callable, args: list, kwargs: dict, grads: tuple, takes_grad: list[bool]) -> tuple[Outcome, str, str]:
     """The CPU benchmark: floats in float64 (float32 where the API has no float64 kernel).
 
     ``args``/``kwargs`` hold :class:`~probe_acc_check.inputs.Array` leaves with
@@ -114,7 +121,7 @@ def benchmark(fn: Callable, args: list, kwargs: dict, grads: tuple, differentiab
                                                 lambda t, d=float_dtype: _bench_typed(t, d))
                                     for tree in (args, kwargs))
         try:
-            outcome, skip, _ = execute(fn, bench_args, bench_kwargs, grads, differentiable)
+            outcome, skip, _ = execute(fn, bench_args, bench_kwargs, grads, takes_grad)
         except (RuntimeError, NotImplementedError) as exc:
             if float_dtype is torch.float64 and any(text in str(exc) for text in _NO_DOUBLE):
                 continue
@@ -147,6 +154,25 @@ class TorchBackend(FrameworkBackend):
 
     benchmark = staticmethod(benchmark)
     execute = staticmethod(execute)
+
+    def replay(self, case: ApiCase) -> Callable[[], AbstractContextManager]:
+        """A random op on the CPU: each run starts the CPU generator from the same seed (the API's name), so
+        the float32 run and the float64 benchmark draw the same mask. Another device's generator draws other
+        numbers than the CPU's: skipped, saying so."""
+        if not case.random:
+            return nullcontext
+        if self.device.type != "cpu":
+            raise SkipApi(f"random op: the dump records no generator state, and {self.device.type}'s generator "
+                          f"cannot be replayed by the CPU benchmark; pre-check it with --device cpu")
+        seed = zlib.crc32(case.name.encode())
+
+        @contextmanager
+        def seeded() -> Iterator[None]:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed)
+                yield
+
+        return seeded
 
     def tensor(self, value: Array) -> Any:
         dtype = torch_dtype(value.dtype)
