@@ -83,7 +83,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
                             "job_executor", "registry_of", "registry_ref", "run_jobs"),
     "probe_core.selection": ("abridged", "add_selection_arguments", "gaps", "selection", "spans"),
     "probe_core.ranks": ("launcher_rank", "process_rank"),
-    "probe_core.cli": ("refuse_options",),
+    "probe_core.cli": ("refuse_options", "run_command"),
 }
 
 #: public name -> the private module that defines it

@@ -119,6 +119,19 @@ def command_names(registry) -> dict[str, CommandSpec]:
     return names
 
 
+def run_command(argv: Sequence[str], registry) -> int:
+    """``probe ARGV...`` in this process with ``registry``'s commands, parsed as the CLI parses them; returns the
+    command's exit code. A command no enabled plugin gives is a :class:`PluginError` naming it; the command's own
+    :class:`ProbeError` propagates (the caller says it in its words)."""
+    argv = [str(arg) for arg in argv]
+    if not argv or argv[0] not in command_names(registry):
+        raise PluginError(f"no enabled plugin gives the command 'probe {argv[0] if argv else ''}': install and "
+                          "enable the plugin that brings it (probe plugins lists what is installed)")
+    args = build_parser(registry).parse_args(argv)
+    args.registry = registry
+    return int(args._run(args) or 0)
+
+
 def check_command_installed(argv: Sequence[str], registry) -> None:
     """A command of another distribution that is not there: say which distribution brings it; one of msprobe's
     that probe does not have yet: say what to use instead."""

@@ -151,14 +151,12 @@ def compare(target: PathLike, bench: PathLike, output: PathLike, *, registry: Re
 
 
 def command(argv: Sequence[str], registry: Registry | None = None) -> int:
-    """``probe ARGV...`` in-process with ``registry``'s commands (the one the CLI would build when ``None``);
-    returns the exit code. A :class:`~probe_core.errors.ProbeError` propagates (the CLI prints it)."""
-    from probe_core.cli import build_parser
+    """``probe ARGV...`` in-process with ``registry``'s commands (the one the CLI would build when ``None``):
+    :func:`probe_core.api.run_command`; returns the exit code. A :class:`~probe_core.errors.ProbeError`
+    propagates (the CLI prints it)."""
+    from probe_core.cli import run_command
 
-    registry = _registry(registry)
-    args = build_parser(registry).parse_args([str(arg) for arg in argv])
-    args.registry = registry
-    return int(args._run(args) or 0)
+    return run_command(argv, _registry(registry))
 
 
 def graph(target: PathLike, bench: PathLike | None, output: PathLike, *, registry: Registry | None = None,

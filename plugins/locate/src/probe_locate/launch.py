@@ -10,7 +10,6 @@ commands, their printed output going to the stage's log.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import re
@@ -24,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from probe_core.api import ConfigError, PluginError, ProbeError
+from probe_core.api import ConfigError, PluginError, ProbeError, run_command
 
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
@@ -141,15 +140,9 @@ def _finish(side: str, command: TrainingCommand, log: Path, process: subprocess.
 
 def probe_command(registry: Any, argv: list[str], log: Path, cost: Cost) -> int:
     """``probe ARGV`` in this process through the registry's commands; what it prints goes to ``log``."""
-    name = argv[0]
-    spec = registry.commands.get(name)
-    if spec is None:
-        raise PluginError(f"probe locate needs the command 'probe {name}', which no enabled plugin provides; install "
-                          "and enable it (probe plugins lists what is installed)")
-    parser = argparse.ArgumentParser(prog=f"probe {name}")
-    spec.configure(parser)
-    args = parser.parse_args([str(arg) for arg in argv[1:]])
-    args.registry, args.command = registry, name
+    if argv[0] not in registry.commands:
+        raise PluginError(f"probe locate needs the command 'probe {argv[0]}', which no enabled plugin provides; "
+                          "install and enable it (probe plugins lists what is installed)")
     cost.ran.append(shlex.join(["probe", *map(str, argv)]))
     with open(log, "a") as handle, contextlib.redirect_stdout(handle), contextlib.redirect_stderr(handle):
-        return int(spec.run(args) or 0)
+        return run_command(argv, registry)

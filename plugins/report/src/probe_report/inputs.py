@@ -7,7 +7,6 @@ The files are the interface: nothing here imports the commands' modules; a comma
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import re
@@ -16,7 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from probe_core.api import CompareError, ProbeError
+from probe_core.api import CompareError, PluginError, ProbeError
+from probe_core.api import run_command as api_run_command
 from probe_report.model import Report
 
 SUMMARY = "summary.json"
@@ -76,15 +76,12 @@ def is_monitor_output(path: Path) -> bool:
 
 def run_command(registry: Any, argv: list[str]) -> None:
     """``probe ARGV...`` through ``registry``'s command (so it is the installed compare, whatever plugin gives it)."""
-    spec = registry.commands.get(argv[0])
-    if spec is None:
+    try:
+        api_run_command(argv, registry)
+    except PluginError:
         raise ProbeError(f"probe report: comparing two runs needs the command probe {argv[0]}, which is not "
-                         "installed or not enabled (probe plugins lists what is); run it yourself and pass its -o folder")
-    parser = argparse.ArgumentParser(prog=f"probe {argv[0]}")
-    spec.configure(parser)
-    args = parser.parse_args(argv[1:])
-    args.registry = registry
-    spec.run(args)
+                         "installed or not enabled (probe plugins lists what is); run it yourself and pass its -o "
+                         "folder") from None
 
 
 @contextlib.contextmanager
