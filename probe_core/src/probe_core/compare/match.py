@@ -125,10 +125,11 @@ class Matcher:
         bench_tree = _Keyer((), bench_parents or {}, None, active, True) if fuzzy else None
         self.by_key: dict[tuple, EntryRef] = {}
         self.by_tree: dict[tuple, EntryRef] = {}
-        for ref in bench:
-            self.by_key.setdefault(bench_keyer.key(ref.name), ref)
+        for ref in bench:  # by tree: forward entries by their tree keys, the others by name keys
             if bench_tree is not None and _by_tree(ref.name):
-                self.by_tree.setdefault(bench_tree.key(ref.name), ref)
+                self.by_tree.setdefault(bench_tree.tree_key(ref.name), ref)
+            else:
+                self.by_key.setdefault(bench_keyer.key(ref.name), ref)
         self.entries = name_map.entries if active else {}  # -dm: named pairs win over keys
         self.by_name = {ref.name: ref for ref in bench} if self.entries or fuzzy else {}
         self.forward_of: dict[str, str] = {}  # target API forward -> the bench forward it paired with
@@ -136,15 +137,16 @@ class Matcher:
 
     def match(self, name: str) -> EntryRef | None:
         """The bench entry for the next target entry ``name``, or ``None``."""
-        key = self.target_keyer.key(name)  # always: its per-side counters follow every entry
-        if name in self.entries:
+        tree = self.target_tree is not None and _by_tree(name)
+        key = self.target_tree.tree_key(name) if tree else self.target_keyer.key(name)  # (each side's counters
+        if name in self.entries:                                                       # follow its entries)
             other = self.by_name.get(self.entries[name])
-        elif self.target_tree is None:
-            other = self.by_key.get(key)
-        elif _by_tree(name):
-            other = self.by_tree.get(self.target_tree.tree_key(name))
+        elif tree:
+            other = self.by_tree.get(key)
             if other is not None and name.endswith(".forward"):
                 self.forward_of[name] = other.name
+        elif self.target_tree is None:
+            other = self.by_key.get(key)
         else:
             paired = self.forward_of.get(name[:-len("backward")] + "forward") if name.endswith(".backward") else None
             other = self.by_name.get(paired[:-len("forward")] + "backward") if paired else self.by_key.get(key)
