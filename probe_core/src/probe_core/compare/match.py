@@ -39,8 +39,8 @@ class _Keyer:
     """Computes match keys for the entries of one side, one name at a time in execution order."""
 
     def __init__(self, names: Iterable[str], parents: dict, name_map: NameMap | None, drop_class: bool,
-                 fuzzy: bool) -> None:
-        self.parents, self.map, self.drop_class, self.fuzzy = parents, name_map, drop_class, fuzzy
+                 tree: bool) -> None:
+        self.parents, self.map, self.drop_class = parents, name_map, drop_class
         self.class_of: dict[str, str] = {}
         if name_map is not None:  # module classes by path, for the class-keyed layer map
             for name in names:
@@ -49,7 +49,7 @@ class _Keyer:
                     self.class_of.setdefault(parsed.module_path, parsed.module_class)
         self.seen: dict[tuple, int] = defaultdict(int)
         self.keys: dict[str, tuple] = {}  # the tree keys of parents (made when their first child came)
-        self.parent_names = set(parents.values()) if fuzzy else set()
+        self.parent_names = set(parents.values()) if tree else set()
 
     def base(self, name: str) -> tuple[str, str, str, int]:
         """(kind, renamed base, direction, count) of one name."""
@@ -71,15 +71,12 @@ class _Keyer:
         return parsed.kind, base, parsed.direction, parsed.count
 
     def key(self, name: str) -> tuple:
-        """The match key of the next entry (call in execution order: counts are kept per side)."""
-        if self.fuzzy:
-            return self.tree_key(name)
+        """The name key of the next entry (call in execution order: counts are kept per side)."""
         kind, base, direction, count = self.base(name)
         if direction == "backward":
             count = self.seen[(kind, base)]
             self.seen[(kind, base)] += 1
         return (kind, base, direction, count)
-
 
     def tree_key(self, name: str, depth: int = 0) -> tuple:
         """(parent's tree key, kind, base, direction, ordinal among the calls of that base under that parent).
@@ -116,7 +113,7 @@ class Matcher:
                  target_parents: dict | None = None, target_names: Iterable[str] = (), fuzzy: bool = False,
                  name_map: NameMap | None = None) -> None:
         active = name_map is not None and name_map.active
-        self.bench, self.tree = bench, fuzzy
+        self.bench = bench
         target_names = list(target_names)
         self.target_keyer = _Keyer(target_names, target_parents or {}, name_map if active else None, active, False)
         self.target_tree = _Keyer(target_names, target_parents or {}, name_map if active else None, active, True) \
