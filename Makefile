@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.probe-installed
 # needs numpy<2, pinned in the framework install step and in requirements-dev.txt.
 # Every distribution of this repository, installed editable in one pip call so local ones satisfy
 # each other's dependencies.
-DISTS := probe_core[dask] plugins/modes plugins/config_check plugins/parallel_merge plugins/acc_check plugins/monitor plugins/overflow_check plugins/merge_result plugins/recover plugins/graph plugins/report plugins/locate probe_torch probe_mindspore
+DISTS := probe_core[dask] plugins/modes plugins/config_check plugins/parallel_merge plugins/acc_check plugins/monitor plugins/overflow_check plugins/merge_result plugins/data2db plugins/recover plugins/graph plugins/report plugins/locate probe_torch probe_mindspore
 
 .PHONY: demo test install clean gpu-check browser
 
@@ -47,8 +47,11 @@ browser:
 		apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; } || \
 		echo "make browser: chromium not installed (needs root and apt-get); the browser tests will skip"
 
+# The suite runs on up to 4 workers (pytest-xdist; tests sharing a fixture stay together, see tests/conftest.py).
+TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print(min(4, len(os.sched_getaffinity(0))))")
+
 test: $(STAMP) browser
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 # The GPU-marked tests, then the dump overhead benchmark, on a CUDA machine (under 6 minutes); without CUDA it
 # says so and succeeds. NOTE: benchmarks/dump_overhead.py has no device option yet: its figures are CPU ones.

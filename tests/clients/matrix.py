@@ -145,7 +145,6 @@ def _compare(target: Run, bench: Run, out: Path) -> dict[str, Any]:
 
 
 _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="client-run")  # two processes on two cores
-RESULTS: dict[str, Result] = {}  # client name -> result, in the order they ran (for the table)
 
 
 def run_client(client: Client, work: Path) -> Result:
@@ -159,7 +158,7 @@ def run_client(client: Client, work: Path) -> Result:
     futures = {level: _POOL.submit(_compare, planted[level], clean[REFERENCE[level]], work / f"compare-{level}")
                for level in LEVELS if clean[REFERENCE[level]].returncode == 0 and planted[level].returncode == 0}
     compares = {level: future.result() for level, future in futures.items()}
-    RESULTS[client.name] = result = Result(client, clean, planted, compares)
+    result = Result(client, clean, planted, compares)
     return result
 
 
@@ -205,19 +204,25 @@ def backward_recorded(run: Run, level: str, client: Client) -> bool:
     return True
 
 
-def table(results: list[Result]) -> str:
-    rows = [("client", "level", "exit", "steps", "entries", "backward", "compare-clean", "planted found")]
-    for result in results:
-        for level in LEVELS:
-            run = result.planted[level]
-            summary = result.compares.get(level, {})
-            exits = {result.clean[REFERENCE[level]].returncode, run.returncode}
-            rows.append((result.client.name, level, ",".join(map(str, sorted(exits))),
-                         ",".join(map(str, sorted(run.steps))) or "-",
-                         str(run.entries), "yes" if backward_recorded(run, level, result.client) else "NO",
-                         "yes" if compare_clean(summary) else "NO", "yes" if planted_found(result, level) else "NO"))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["| " + " | ".join(cell.ljust(w) for cell, w in zip(row, widths)) + " |" for row in rows]
+HEADER = ("client", "level", "exit", "steps", "entries", "backward", "compare-clean", "planted found")
+
+
+def row(result: Result, level: str) -> tuple[str, ...]:
+    """The table's row of one client at one level."""
+    run = result.planted[level]
+    summary = result.compares.get(level, {})
+    exits = {result.clean[REFERENCE[level]].returncode, run.returncode}
+    return (result.client.name, level, ",".join(map(str, sorted(exits))), ",".join(map(str, sorted(run.steps))) or "-",
+            str(run.entries), "yes" if backward_recorded(run, level, result.client) else "NO",
+            "yes" if compare_clean(summary) else "NO", "yes" if planted_found(result, level) else "NO")
+
+
+def table(rows: list[tuple[str, ...]]) -> str:
+    """The matrix as a Markdown table, clients and levels in the matrix's order."""
+    order = {name: i for i, name in enumerate(CLIENTS)}
+    rows = [HEADER, *sorted(map(tuple, rows), key=lambda r: (order.get(r[0], len(order)), LEVELS.index(r[1])))]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
+    lines = ["| " + " | ".join(cell.ljust(w) for cell, w in zip(r, widths)) + " |" for r in rows]
     lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
     return "\n".join(lines)
 
@@ -232,4 +237,4 @@ if __name__ == "__main__":
         for name in names:
             results.append(run_client(CLIENTS[name], Path(tmp) / name))
             print(f"{name}: done at {time.time() - start:.0f}s", file=sys.stderr)
-        print(table(results))
+        print(table([row(result, level) for result in results for level in LEVELS]))

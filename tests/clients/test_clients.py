@@ -17,21 +17,22 @@ pytestmark = pytest.mark.slow
 _CACHE: dict[str, matrix.Result] = {}
 
 
-@pytest.fixture(scope="module")
-def work(tmp_path_factory):
-    return tmp_path_factory.mktemp("clients")
-
-
-def _result(name: str, work) -> matrix.Result:
+def _result(name: str, tmp_path_factory) -> matrix.Result:
     if name not in _CACHE:
-        _CACHE[name] = matrix.run_client(matrix.CLIENTS[name], work / name)
+        _CACHE[name] = matrix.run_client(matrix.CLIENTS[name], tmp_path_factory.mktemp(f"client-{name}"))
     return _CACHE[name]
 
 
+def _group(name: str) -> pytest.MarkDecorator:
+    """A client's tests share its runs: under ``pytest -n`` they go to one worker (``--dist loadgroup``)."""
+    return pytest.mark.xdist_group(f"client-{name}")
+
+
 @pytest.mark.parametrize("level", matrix.LEVELS)
-@pytest.mark.parametrize("name", list(matrix.CLIENTS))
-def test_client_under_probe_run(name, level, work):
-    result = _result(name, work)
+@pytest.mark.parametrize("name", [pytest.param(name, marks=_group(name)) for name in matrix.CLIENTS])
+def test_client_under_probe_run(name, level, tmp_path_factory, record_property):
+    result = _result(name, tmp_path_factory)
+    record_property("matrix_row", matrix.row(result, level))
     clean, planted = result.clean[matrix.REFERENCE[level]], result.planted[level]
     for run in (clean, planted):
         assert run.returncode == 0, run.stderr[-3000:]
@@ -55,8 +56,9 @@ def test_client_under_probe_run(name, level, work):
     assert matrix.planted_found(result, level), summary.get("first_divergence")
 
 
-def test_torch_compile_says_what_it_cannot_record(work):
-    result = _result("torch-compile", work)
+@_group("torch-compile")
+def test_torch_compile_says_what_it_cannot_record(tmp_path_factory):
+    result = _result("torch-compile", tmp_path_factory)
     for run in (*result.clean.values(), *result.planted.values()):
         assert "torch.compile compiled" in run.stderr and "NOT recorded" in run.stderr
         assert "global hooks" not in run.stderr  # torch's warning about probe's own hooks is handled

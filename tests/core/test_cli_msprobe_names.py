@@ -25,7 +25,7 @@ MSPROBE_FLAGS = json.loads((REPO / "tests" / "fixtures" / "msprobe_cli_flags.jso
 #: msprobe's command names and the probe commands they are
 MSPROBE_COMMANDS = {"compare": "compare", "graph_visualize": "graph", "config_check": "check",
                     "merge_result": "merge-result", "api_precision_compare": "acc-check", "acc_check": "acc-check",
-                    "multi_acc_check": "acc-check", "overflow_check": "overflow-check"}
+                    "multi_acc_check": "acc-check", "overflow_check": "overflow-check", "data2db": "data2db"}
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -76,8 +76,6 @@ def test_every_msprobe_flag_is_an_option_of_the_alias():
     parser = cli.build_parser(current_registry())
     commands = _subparsers(parser)
     for name, flags in MSPROBE_FLAGS.items():
-        if name == "data2db":
-            continue
         assert commands[name] is commands[MSPROBE_COMMANDS[name]], name  # the same parser, not a copy
         assert [f for f in flags if f not in commands[name]._option_string_actions] == [], name
 
@@ -115,10 +113,11 @@ def test_config_check_packs_and_compares_with_msprobes_flags(tmp_path):
     assert done.returncode == 0 and (tmp_path / "config_check_result" / "summary.json").is_file()
 
 
-def test_data2db_says_what_to_use_instead(tmp_path):
-    done = run_probe("data2db", "--db", "out", "--data", "dump", cwd=tmp_path)
-    assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert "probe has no data2db yet" in done.stderr and "probe compare" in done.stderr
+def test_data2db_runs_with_msprobes_flags(tmp_path):
+    done = run_probe("data2db", "--db", "out", "--data", str(DUMP.parents[1]), "--format", "dump",
+                     "--micro_step", "False", "--process_num", "2", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out" / "dump_data.trend.db").is_file() and "dump data: 320 rows" in done.stdout
 
 
 def test_an_alias_of_a_disabled_plugin_names_its_distribution(tmp_path):

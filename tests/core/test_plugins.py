@@ -68,6 +68,7 @@ def test_probe_plugins_lists_builtins_and_third_party(plugin_site, plugins_json)
         row = rows[name]
         assert (row["distribution"], row["builtin"], row["provides"]) == (distribution, False, {"commands": commands})
     assert rows["config_check"]["provides"]["commands"] == ["check"] and not rows["config_check"]["builtin"]
+    assert (rows["data2db"]["distribution"], rows["data2db"]["provides"]) == ("probe-data2db", {"commands": ["data2db"]})
     example = rows["git_commit"]
     assert example["distribution"] == "probe-example-checker"
     assert example["version"] == "0.1.0"

@@ -53,6 +53,7 @@ def test_several_steps_give_one_report_per_step_with_a_nan(tmp_path):
     names = sorted(path.name.split("_")[2] for path in (tmp_path / "out").glob("anomaly_analyze_*.json"))
     assert names == ["step0", "step1"]
     assert "FIRST of the job" in done.stdout and "first of this step" in done.stdout
+    assert "[bold" not in done.stdout and "[/]" not in done.stdout  # the order is styled, not printed as markup
 
 
 def test_clean_dump(tmp_path):

@@ -1,7 +1,7 @@
-"""A tiny residual MLP trained for a few steps; ``--tanh-block B`` switches block B's GELU to its tanh approximation
-(the quiet numerical change the report tests look for).
+"""A tiny residual MLP trained for a few steps; ``--tanh-block B [B ...]`` switches these blocks' GELU to its tanh
+approximation (the quiet numerical change the report tests look for).
 
-    python train.py [--steps N] [--blocks K] [--tanh-block B]
+    python train.py [--steps N] [--blocks K] [--tanh-block B [B ...]]
 """
 
 import argparse
@@ -21,9 +21,9 @@ class Block(nn.Module):
 
 
 class Net(nn.Module):
-    def __init__(self, blocks: int, tanh_block: int | None) -> None:
+    def __init__(self, blocks: int, tanh_blocks: list[int]) -> None:
         super().__init__()
-        self.blocks = nn.ModuleList(Block(8, "tanh" if i == tanh_block else "none") for i in range(blocks))
+        self.blocks = nn.ModuleList(Block(8, "tanh" if i in tanh_blocks else "none") for i in range(blocks))
         self.head = nn.Linear(8, 4)
 
     def forward(self, x):
@@ -36,7 +36,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--blocks", type=int, default=2)
-    parser.add_argument("--tanh-block", type=int)
+    parser.add_argument("--tanh-block", type=int, nargs="+", default=[])
     args = parser.parse_args()
     torch.manual_seed(0)
     model = Net(args.blocks, args.tanh_block)

@@ -84,6 +84,9 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "probe_core.selection": ("abridged", "add_selection_arguments", "gaps", "selection", "spans"),
     "probe_core.ranks": ("launcher_rank", "process_rank"),
     "probe_core.cli": ("refuse_options", "run_command"),
+    "probe_core.htmlflag": ("add_html_argument", "check_html", "write_html"),
+    "probe_core.cause": ("ArgumentChange", "argument_changes", "csv_argument_changes"),
+    "probe_core.terminal": ("print_table",),
 }
 
 #: public name -> the private module that defines it

@@ -78,6 +78,8 @@ def probe_config_sections() -> list[ConfigSectionSpec]:
             ConfigKey("overwrite", bool, False, doc="replace a run already in dump_path (else it is refused)"),
             ConfigKey("rank", list, [], check=check_ids, doc="ranks to dump; [] for all"),
             ConfigKey("step", list, [], check=check_ids, doc="steps to dump; [] for all"),
+            ConfigKey("exit_after_last_step", bool, False,
+                      doc="probe run: end the script (exit code 0) right after the last step of the step filter"),
             ConfigKey("level", str, "mix", choices=LEVELS),
             ConfigKey("async_dump", bool, False),
             ConfigKey("extra_info", bool, True),
@@ -158,8 +160,9 @@ def plugins_report(registry: Any) -> list[dict[str, Any]]:
 
 def _run_plugins(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.table import Table
     from rich.text import Text
+
+    from probe_core.terminal import print_table
 
     if args.config:  # the whole file must be valid, not only its "plugins" section
         load_config(args.config, registry=args.registry)
@@ -167,19 +170,16 @@ def _run_plugins(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    table = Table(title="probe plugins")
-    for column in ("name", "distribution", "version", "status", "hooks", "provides"):
-        table.add_column(column)
     colours = {"enabled": "green", "disabled": "yellow", "failed": "red", "not loaded": "dim"}
+    rows = []
     for row in report:
         hooks = ", ".join(hook.removeprefix("probe_") for hook in row["hooks"])
         provides = "; ".join(f"{family}: {', '.join(names)}" for family, names in row["provides"].items())
         if row["error"]:
             provides = row["error"]
-        status = f"[{colours[row['status']]}]{row['status']}[/]"
-        table.add_row(Text(row["name"]), Text(row["distribution"]), Text(row["version"]), status, hooks,
-                      Text(provides))
-    Console().print(table)
+        rows.append([row["name"], row["distribution"], row["version"], Text(row["status"], colours[row["status"]]),
+                     hooks, provides])
+    print_table(Console(), "probe plugins", ("name", "distribution", "version", "status", "hooks", "provides"), rows)
     return 0
 
 

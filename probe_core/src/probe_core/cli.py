@@ -78,7 +78,7 @@ def _prescan(argv: Sequence[str]) -> tuple[str | None, bool, bool]:
 #: Commands that come with a distribution other than probe-core: named when the command is missing.
 COMMAND_DISTRIBUTIONS = {"check": "probe-config-check", "monitor": "probe-monitor", "acc-check": "probe-acc-check",
                          "overflow-check": "probe-overflow-check", "merge-result": "probe-merge-result",
-                         "recover": "probe-recover",
+                         "recover": "probe-recover", "data2db": "probe-data2db",
                          "graph": "probe-graph", "report": "probe-report"}
 #: msprobe's names of those commands that are not probe's with "-" for "_" (``merge_result``): what a missing
 #: distribution is named by. The commands themselves declare their aliases (``CommandSpec.aliases``); a test
@@ -86,10 +86,7 @@ COMMAND_DISTRIBUTIONS = {"check": "probe-config-check", "monitor": "probe-monito
 MSPROBE_NAMES = {"graph_visualize": "graph", "config_check": "check", "api_precision_compare": "acc-check",
                  "multi_acc_check": "acc-check"}
 #: msprobe commands probe has no counterpart of yet: what to use instead.
-NOT_YET = {"data2db": "probe has no data2db yet (msprobe's export of dumps and monitor output into SQLite); "
-                      "read a dump's dump.json directly, compare two dumps with probe compare (CSV, --xlsx), "
-                      "see them with probe graph (its .vis.db is SQLite), and compare monitor output with "
-                      "probe monitor compare"}
+NOT_YET: dict[str, str] = {}
 
 
 def _command_of(argv: Sequence[str]) -> str | None:

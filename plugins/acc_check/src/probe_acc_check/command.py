@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import argparse
 import warnings
+from pathlib import Path
 
-from probe_core.api import add_executor_arguments, CommandSpec
+from probe_core.api import CommandSpec, add_executor_arguments, add_html_argument, check_html, write_html
 
 DTYPES = ("float16", "bfloat16", "float32", "float64")
 
@@ -50,6 +51,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rank", type=int, help="the rank to check when the dump holds several")
     parser.add_argument("-j", "--jit_compile", dest="jit_compile", action="store_true",
                         help="msprobe's torch_npu jit switch: accepted, no effect")
+    add_html_argument(parser, "the pre-check (the failing APIs with their standards, every output checked)")
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -91,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
         return _compare(args)
     if not args.api_info:
         raise AccCheckError("probe acc-check: -api_info DUMP is required (a dump.json or its folder, level L1 or mix)")
+    check_html(args)
     if args.jit_compile:
         warnings.warn("-j/--jit_compile only switches torch_npu's jit compile; ignored", ProbeWarning, stacklevel=1)
     workers = args.workers or max(1, len(args.device_ids))
@@ -115,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
 
         summary = run_check(options, args.registry, advance)
     print_report(summary, Console(soft_wrap=True))
+    write_html(args, Path(summary["result_csv"]).parent)  # summary.json's folder (a resumed run's, too)
     return 0
 
 

@@ -78,7 +78,9 @@ def summarize(files: ResultFiles, run: dict[str, Any]) -> dict[str, Any]:
 def print_report(summary: dict[str, Any], console: Any) -> None:
     """One line of counts, then the failing APIs worst first (at most :data:`TABLE_ROWS`)."""
     from rich.markup import escape
-    from rich.table import Table
+    from rich.text import Text
+
+    from probe_core.api import print_table
 
     console.print(f"[bold]{summary['apis']}[/] APIs: [green]{summary['pass']} pass[/], "
                   f"[yellow]{summary['warning']} warning[/], [red]{summary['error']} error[/], "
@@ -86,15 +88,12 @@ def print_report(summary: dict[str, Any], console: Any) -> None:
     rows = summary["failing"]
     if not rows:
         return
-    table = Table(title="APIs that miss their precision standard, worst first", title_justify="left")
-    for column in ("API", "forward", "backward", "worst output", "cosine", "max abs err", "max rel err", "standard"):
-        table.add_column(column, overflow="fold")
-    for row in rows[:TABLE_ROWS]:
-        colour = "red" if row["status"] == ERROR else "yellow"
-        table.add_row(f"[{colour}]{escape(row['api'])}[/]", row["forward"], row["backward"] or "-",
-                      escape(row["output"].removeprefix(row["api"] + ".")), f"{row['cosine']:.6f}",
-                      f"{row['max_abs_err']:.3g}", f"{row['max_rel_err']:.3g}", escape(row["standard"]))
-    console.print(table)
+    table = [[Text(row["api"], "red" if row["status"] == ERROR else "yellow"), row["forward"], row["backward"] or "-",
+              row["output"].removeprefix(row["api"] + "."), f"{row['cosine']:.6f}", f"{row['max_abs_err']:.3g}",
+              f"{row['max_rel_err']:.3g}", row["standard"]] for row in rows[:TABLE_ROWS]]
+    print_table(console, "APIs that miss their precision standard, worst first",
+                ("API", "forward", "backward", "worst output", "cosine", "max abs err", "max rel err", "standard"),
+                table)
     if len(rows) > TABLE_ROWS:
         console.print(f"... and {len(rows) - TABLE_ROWS} more in {summary['result_csv']}", markup=False)
 

@@ -25,7 +25,6 @@ from probe_core.api import (
     as_float, ComparatorSpec, DataMode, DataModeSpec, ERROR, hookimpl, metric_values, RowResult, WARNING,
 )
 from probe_modes.statistics import DIVERGENCE_ATOL, DIVERGENCE_RTOL, StatisticsMode
-from probe_modes.tensor_io import load_array
 
 THOUSANDTH_INPUT_MIN = 0.9    # error: inputs' ratio above this ...
 THOUSANDTH_OUTPUT_MAX = 0.6   # ... and an output's below this
@@ -45,6 +44,8 @@ class TensorMode(StatisticsMode):
         record["data_name"] = sink.save_tensor(tensor, label)
 
     def load_tensor(self, path: Path | None, leaf_name: str) -> Any:
+        from probe_modes.tensor_io import load_array  # numpy: only when a tensor is read
+
         return load_array(path, leaf_name)
 
     def recognises(self, task: str, record: Mapping[str, Any] | None) -> bool:

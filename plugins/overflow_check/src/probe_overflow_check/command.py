@@ -28,6 +28,9 @@ collectives ran concurrently, the lowest is named and the others are listed. Wri
 OUT/anomaly_analyze_{{timestamp}}.json (msprobe's layout) and prints "no NaN/Inf found" when there is none."""
 
 
+JOB_FIRST = "FIRST of the job"  # the order of the job's first NaN/Inf (in bold red)
+
+
 def _configure(parser: argparse.ArgumentParser) -> None:
     parser.description = DESCRIPTION
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -43,7 +46,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
 
 def _order_text(finding: Finding, result: StepResult, first: StepResult | None) -> str:
     if first is result and finding is result.first:
-        return "[bold red]FIRST of the job[/]"
+        return JOB_FIRST
     if finding is result.first:
         return "first of this step"
     if finding in result.concurrent:
@@ -59,7 +62,9 @@ def _kind_text(finding: Finding) -> str:
 def _print(results: list[StepResult], written: list[Path]) -> None:
     from rich.console import Console
     from rich.markup import escape
-    from rich.table import Table
+    from rich.text import Text
+
+    from probe_core.api import print_table
 
     console = Console()
     first = job_first(results)
@@ -67,15 +72,15 @@ def _print(results: list[StepResult], written: list[Path]) -> None:
     if first is None:
         console.print(f"no NaN/Inf found in {ranks} rank dump(s) of {len(results)} step(s)", highlight=False)
         return
-    table = Table(title="probe overflow-check: first NaN/Inf of each rank")
-    for column in ("step", "rank", "entry", "NaN/Inf", "relative to communication", "order"):
-        table.add_column(column, overflow="fold")
+    rows = []
     for result in results:
         for finding in result.findings:
-            table.add_row("-" if result.step is None else str(result.step), str(finding.rank),
-                          escape(finding.entry.name), escape(_kind_text(finding)), escape(finding.where),
-                          escape(_order_text(finding, result, first)))
-    console.print(table)
+            order = _order_text(finding, result, first)
+            rows.append(["-" if result.step is None else str(result.step), str(finding.rank), finding.entry.name,
+                         _kind_text(finding), finding.where,
+                         Text(order, "bold red") if order == JOB_FIRST else order])
+    print_table(console, "probe overflow-check: first NaN/Inf of each rank",
+                ("step", "rank", "entry", "NaN/Inf", "relative to communication", "order"), rows)
     named = first.first
     step = "" if named.step is None else f"step {named.step}, "
     console.print(f"first NaN/Inf of the job: {step}rank {named.rank}, [bold]{escape(named.entry.name)}[/] "

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from probe_core.api import CompareError
+from probe_core.api import CompareError, argument_changes
 from probe_report.compare_rows import NAME_COLUMN, Entry, discrepancy, entries, read_rows
 from probe_report.model import Answer, Chart, HeatMap, Node, Report, Series, Table, number, parse_stack, short
 
@@ -129,8 +129,12 @@ def _answer(summary: dict[str, Any], first: dict | None, culprit: RankStep | Non
         return answer
     name, step, rank = first.get("name", "?"), first.get("step"), first.get("rank_id")
     where = f" on rank {rank}" if rank is not None else ""
-    answer = Answer(True, f"{name} {first.get('kind') or 'diverges'} at step {step}{where}",
-                    reason=str(first.get("reason", "")), stack=parse_stack(first.get("stack")))
+    changes = argument_changes(((r[NAME_COLUMN], r.get("Err_message", "")) for r in culprit.rows), name) \
+        if culprit is not None else []
+    called = f": called with {'; '.join(f'{c.argument} {c.values}' for c in changes)}" if changes else ""
+    answer = Answer(True, f"{name} {first.get('kind') or 'diverges'} at step {step}{where}{called}",
+                    reason=str(first.get("reason", "")), stack=parse_stack(first.get("stack")),
+                    cause="; ".join(c.text() for c in changes))
     answer.facts = [("step", str(step)), ("rank", "-" if rank is None else str(rank)), ("entry", name),
                     ("module", str(first.get("module") or "-")), ("kind", str(first.get("kind") or "-")),
                     ("result", str(first.get("result") or "-"))]

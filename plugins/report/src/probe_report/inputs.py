@@ -1,8 +1,9 @@
-"""What ``probe report`` reads: an output folder (its ``summary.json`` says which command wrote it), or two runs,
-which it compares first with the installed ``probe compare`` / ``probe monitor compare`` into a scratch folder.
+"""What ``probe report`` reads: an output folder (its ``summary.json`` says which command wrote it; probe locate's
+has ``locate_summary.json``), or two runs, which it compares first with the installed ``probe compare`` / ``probe
+monitor compare`` into a scratch folder.
 
 The files are the interface: nothing here imports the commands' modules; a command's output gets a reader in
-:data:`READERS` (``probe locate``'s output gets its reader there once locate exists).
+:data:`READERS`.
 """
 
 from __future__ import annotations
@@ -20,46 +21,58 @@ from probe_core.api import run_command as api_run_command
 from probe_report.model import Report
 
 SUMMARY = "summary.json"
+LOCATE_SUMMARY = "locate_summary.json"
 #: a monitor output's CSV: ``{tag}_{first}-{last}.csv`` in the folder or its rank folders
 MONITOR_CSV = re.compile(r"^.+_\d+-\d+\.csv$")
 #: the command that wrote a summary.json -> (module, reader function); the reader gets (folder, summary, path)
 READERS = {"compare": ("probe_report.compare_input", "read_compare"),
-           "monitor compare": ("probe_report.monitor_input", "read_monitor")}
+           "monitor compare": ("probe_report.monitor_input", "read_monitor"),
+           "acc-check": ("probe_report.acc_input", "read_acc_check"),
+           "locate": ("probe_report.locate_input", "read_locate")}
+WHAT = "the output folder of probe compare, probe monitor compare, probe acc-check or probe locate"
 
 
 def read_json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise CompareError(f"{path}: cannot be read as JSON ({exc}); pass the output folder of probe compare or "
-                           "probe monitor compare, unmodified") from None
+        raise CompareError(f"{path}: cannot be read as JSON ({exc}); pass {WHAT}, unmodified") from None
     if not isinstance(data, dict):
-        raise CompareError(f"{path}: holds a {type(data).__name__}, not the object probe compare writes; pass the "
-                           "output folder of probe compare or probe monitor compare")
+        raise CompareError(f"{path}: holds a {type(data).__name__}, not the object probe's commands write; pass "
+                           f"{WHAT}")
     return data
 
 
 def writer_of(summary: dict[str, Any]) -> str | None:
-    """Which command wrote ``summary``: ``compare`` or ``monitor compare`` (their keys differ), else None."""
+    """Which command wrote ``summary``: ``compare``, ``monitor compare`` or ``acc-check`` (their keys differ),
+    else None."""
     if "quantities_at_first_step" in summary:
         return "monitor compare"
     if "row_counts" in summary and "ranks" in summary:
         return "compare"
+    if "failing" in summary and "details_csv" in summary:
+        return "acc-check"
     return None
 
 
 def read_output(folder: Path) -> Report:
     """The report of one output folder."""
-    path = folder / SUMMARY
-    if not path.is_file():
-        what = "no such folder" if not folder.exists() else "no summary.json in it" if folder.is_dir() else "not a folder"
-        raise CompareError(f"{folder}: {what}; pass the output folder of probe compare or probe monitor compare "
-                           "(-o OUT), or two runs to compare")
-    summary = read_json(path)
-    writer = writer_of(summary)
+    path = folder / LOCATE_SUMMARY
+    if path.is_file():
+        writer = "locate"
+        summary = read_json(path)
+    else:
+        path = folder / SUMMARY
+        if not path.is_file():
+            what = ("no such folder" if not folder.exists() else "no summary.json in it" if folder.is_dir()
+                    else "not a folder")
+            raise CompareError(f"{folder}: {what}; pass {WHAT} (-o OUT), or two runs to compare")
+        summary = read_json(path)
+        writer = writer_of(summary)
     if writer is None:
-        raise CompareError(f"{path}: neither probe compare's (keys 'ranks', 'row_counts') nor probe monitor "
-                           "compare's (key 'quantities_at_first_step'); pass the output folder of one of them")
+        raise CompareError(f"{path}: neither probe compare's (keys 'ranks', 'row_counts'), probe monitor compare's "
+                           "(key 'quantities_at_first_step') nor probe acc-check's (keys 'failing', 'details_csv'); "
+                           f"pass {WHAT}")
     from importlib import import_module
 
     module, function = READERS[writer]

@@ -1,5 +1,5 @@
-"""What a report shows, independent of how the page draws it: each input reader (a compare's output, a monitor
-compare's; a locate's later) fills one :class:`Report`, and :mod:`probe_report.page` renders any of them."""
+"""What a report shows, independent of how the page draws it: each input reader (the output of a compare, a monitor
+compare, an acc-check, a locate) fills one :class:`Report`, and :mod:`probe_report.page` renders any of them."""
 
 from __future__ import annotations
 
@@ -43,6 +43,7 @@ class Answer:
     found: bool
     headline: str
     facts: list[tuple[str, str]] = field(default_factory=list)  # (label, value): step, rank, entry, kind ...
+    cause: str = ""  # what the runs do differently there (the culprit's arguments), shown before the reason
     reason: str = ""
     stack: list[Frame] = field(default_factory=list)
     next_steps: list[tuple[str, str]] = field(default_factory=list)  # (what it does, command or config)
@@ -99,22 +100,38 @@ class Node:
 @dataclass
 class Table:
     """The entries, searchable: ``columns`` name each cell of ``rows``; ``origins`` per row the result file (an
-    index into ``files``) and the row of it (1 = the first after the header) (entry names are the file's)."""
+    index into ``files``) and the row of it (1 = the first after the header) (entry names are the file's);
+    ``name_column`` and ``result_column`` are the columns the page filters by."""
 
     columns: list[str]
     rows: list[list[str]]
     files: list[str] = field(default_factory=list)
     origins: list[tuple[int, int]] = field(default_factory=list)
     left_out: int = 0  # rows of the inputs not carried into the page (they are in the files)
+    name_column: str = "NPU Name"
+    result_column: str = "Result"
+
+
+@dataclass
+class Listing:
+    """A short table the page shows whole, as it is: probe locate's stages, acc-check's failing APIs."""
+
+    ident: str  # the section's id in the page
+    title: str
+    columns: list[str]
+    rows: list[list[str]]
+    results: list[str] = field(default_factory=list)  # per row: error, warning, pass (its colour), or ""
+    note: str = ""
 
 
 @dataclass
 class Report:
-    kind: str  # "compare", "monitor compare"
+    kind: str  # "compare", "monitor compare", "acc-check", "locate"
     title: str
     sources: list[tuple[str, str]]  # (what, path)
     answer: Answer
     counts: list[tuple[str, int]] = field(default_factory=list)
+    listings: list[Listing] = field(default_factory=list)
     charts: list[Chart] = field(default_factory=list)
     heatmaps: list[HeatMap] = field(default_factory=list)
     tree: Node | None = None

@@ -184,7 +184,7 @@ def _table(rows: list[dict], path: Path) -> Table:
     ops = [h for h in rows[0] if h[:2] in ("A ", "B ")] if rows else []
     columns = ["rank", "step", "micro_step", "quantity", "name", "module", *ops, "nan_inf", "rel_diff", "threshold",
                "parts"]
-    table = Table(columns, [], files=[path.resolve().as_uri()])
+    table = Table(columns, [], files=[path.resolve().as_uri()], name_column="name", result_column="parts")
     chosen = list(enumerate(rows, start=1))
     if len(chosen) > MAX_TABLE_ROWS:
         table.left_out = len(chosen) - MAX_TABLE_ROWS

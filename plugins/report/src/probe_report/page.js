@@ -5,8 +5,8 @@
   var search = document.getElementById("search");
   var result = document.getElementById("result-filter");
   var count = document.getElementById("entries-count");
-  var resultColumn = data.columns.findIndex(function (c) { return c === "Result" || c === "parts"; });
-  var nameColumn = data.columns.findIndex(function (c) { return c === "NPU Name" || c === "name"; });
+  var resultColumn = data.columns.indexOf(data.result_column);
+  var nameColumn = data.columns.indexOf(data.name_column);
   var LIMIT = 500;
 
   function matches(row, words, wanted) {

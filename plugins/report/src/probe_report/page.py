@@ -11,7 +11,7 @@ from html import escape
 from importlib.resources import files
 
 from probe_report import svg
-from probe_report.model import Answer, Node, Report, Table, short
+from probe_report.model import Answer, Listing, Node, Report, Table, short
 
 DASH = " \u2014 "
 
@@ -27,7 +27,7 @@ def render(report: Report) -> str:
              f'<title>{escape(title)}</title><style>{_asset("page.css")}</style></head><body><main>'
              f'<h1>probe report \u00b7 {escape(report.title)}</h1><p class="sources">'
              + "".join(f'{escape(what)}: <code>{escape(path)}</code>' for what, path in report.sources) + "</p>",
-             _answer(report.answer), _counts(report), _curves(report), _heat_maps(report), _tree(report),
+             _answer(report.answer), *map(_listing, report.listings), _counts(report), _curves(report), _heat_maps(report), _tree(report),
              _entries(report.table), "</main>"]
     if report.table is not None:
         parts.append(f'<script>{_asset("page.js")}</script>')
@@ -41,8 +41,11 @@ def _answer(answer: Answer) -> str:
     if answer.facts:
         out.append('<dl class="facts">' + "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in answer.facts)
                    + "</dl>")
+    if answer.cause:
+        out.append(f'<p id="cause" class="cause"><strong>Cause:</strong> {escape(answer.cause)}</p>')
     if answer.reason:
-        out.append(f'<p class="reason">{escape(answer.reason)}</p>')
+        label = "<strong>Effect:</strong> " if answer.cause else ""
+        out.append(f'<p class="reason">{label}{escape(answer.reason)}</p>')
     source = answer.source
     if source is not None:
         out.append(f'<div class="source-line"><h3>Your code</h3><code>{escape(source.file)}, line {source.line}, in '
@@ -64,6 +67,16 @@ def _counts(report: Report) -> str:
         return ""
     return ('<section id="counts" class="counts"><h2>Counts</h2>' + "".join(
         f'<span class="{escape(k)}">{escape(k)}: {v}</span>' for k, v in report.counts) + "</section>")
+
+
+def _listing(listing: Listing) -> str:
+    head = "".join(f"<th>{escape(c)}</th>" for c in listing.columns)
+    rows = "".join(f'<tr class="{escape(result)}">' + "".join(f"<td>{escape(cell)}</td>" for cell in row) + "</tr>"
+                   for row, result in zip(listing.rows, listing.results or [""] * len(listing.rows)))
+    note = f'<p class="note">{escape(listing.note)}</p>' if listing.note else ""
+    return (f'<section id="{escape(listing.ident)}" class="listing"><h2>{escape(listing.title)}</h2>'
+            f'<div class="scroll"><table class="listing"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
+            f"</div>{note}</section>")
 
 
 def _curves(report: Report) -> str:
@@ -109,11 +122,12 @@ def _tree(report: Report) -> str:
 def _entries(table: Table | None) -> str:
     if table is None:
         return ""
-    results = sorted({row[table.columns.index("Result")] for row in table.rows}) if "Result" in table.columns else \
-        ["True", "False"]
+    at = table.columns.index(table.result_column) if table.result_column in table.columns else None
+    results = sorted({row[at] for row in table.rows}) if at is not None else []
     options = "".join(f'<option value="{escape(r.lower())}">{escape(r)}</option>' for r in results if r)
     data = json.dumps({"columns": table.columns, "rows": table.rows, "files": table.files, "origins": table.origins,
-                       "left_out": table.left_out}, separators=(",", ":")).replace("</", "<\\/")
+                       "left_out": table.left_out, "name_column": table.name_column,
+                       "result_column": table.result_column}, separators=(",", ":")).replace("</", "<\\/")
     head = "".join(f"<th>{escape(c)}</th>" for c in table.columns) + "<th>in file</th>"
     return ('<section id="entries"><h2>Entries</h2><div class="filters">'
             '<input id="search" type="search" placeholder="filter: words of a name, a result, a step ..." '

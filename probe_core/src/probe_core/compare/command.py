@@ -20,6 +20,7 @@ from pathlib import Path
 from probe_core import hookimpl
 from probe_core.errors import CompareError
 from probe_core.executor import add_executor_arguments, executor_choice
+from probe_core.htmlflag import add_html_argument, check_html, write_html
 from probe_core.selection import add_selection_arguments, selection
 from probe_core.specs import CommandSpec
 
@@ -86,6 +87,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lenient", action="store_true",
                         help="read what is readable of damaged dumps (warn), mark missing tensor files as errors")
     parser.add_argument("--quiet", action="store_true", help="no progress bar and no summary table")
+    add_html_argument(parser, "the compare (the answer, curves, heat map, module tree, entries)")
     from probe_core.cli import refuse_options
 
     for mode, (what, flag_sets) in OTHER_MODES.items():
@@ -127,6 +129,7 @@ def _run(args: argparse.Namespace) -> int:
     from probe_core.compare.reference import reference_pair
 
     target, bench = _paths(args)
+    check_html(args)
     choice = executor_choice(args, CompareError)
     _warn_unsupported(args)
     options = CompareOptions(
@@ -142,6 +145,7 @@ def _run(args: argparse.Namespace) -> int:
     summary = run_compare(options, args.registry)
     if not args.quiet:
         print_summary(summary)
+    write_html(args, summary["output"], quiet=args.quiet)
     return 0
 
 

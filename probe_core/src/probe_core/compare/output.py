@@ -286,38 +286,46 @@ def print_summary(summary: dict[str, Any], console=None) -> None:
     """The table a user reads first: counts per result, unmatched entries, the first divergent entry."""
     from rich.console import Console
     from rich.markup import escape
-    from rich.table import Table
+
+    from probe_core.terminal import print_table
 
     console = console or Console()
-    table = Table(title=f"probe compare ({summary['mode']} mode)", show_lines=False)
-    table.add_column("rank / step")
-    for key, style in (("pass", "green"), ("warning", "yellow"), ("error", "red"), ("unmatched", "grey50")):
-        table.add_column(key, style=style, justify="right")
-    table.add_column("first divergent entry")
+    keys = ("pass", "warning", "error", "unmatched")
+    columns = ("rank / step", *keys, "first divergent entry")
     ranks, first = summary["ranks"], summary["first_divergence"]
     shown = abridged(len(ranks), [i for i, rank in enumerate(ranks) if first and rank["label"] == first.get("rank")])
     skipped = dict(gaps(shown, len(ranks)))
-    keys = ("pass", "warning", "error", "unmatched")
+    rows, row_styles = [], []
     for index in [*shown, len(ranks)]:
         if index in skipped:
-            table.add_row(f"... {skipped[index]} more", *[""] * 5, style="grey50")
+            rows.append([f"... {skipped[index]} more", *[""] * 5])
+            row_styles.append("grey50")
         if index == len(ranks):
             break
         rank = ranks[index]
         counts, found = rank["counts"], rank["first_divergence"]
-        table.add_row(escape(rank["label"]), *(str(counts[k]) for k in keys), escape(found["name"]) if found else "-")
+        rows.append([rank["label"], *(str(counts[k]) for k in keys), found["name"] if found else "-"])
+        row_styles.append("")
     if skipped:
-        table.rows[-1].end_section = True
-        table.add_row(f"all {len(ranks)}", *(str(summary["counts"].get(k, 0)) for k in keys), "", style="bold")
-    console.print(table)
+        rows.append([f"all {len(ranks)}", *(str(summary["counts"].get(k, 0)) for k in keys), ""])
+        row_styles.append("bold")
+    print_table(console, f"probe compare ({summary['mode']} mode)", columns, rows,
+                styles={"pass": "green", "warning": "yellow", "error": "red", "unmatched": "grey50"},
+                justify={k: "right" for k in keys}, row_styles=row_styles)
     for path in summary.get("partial") or ():
         console.print(f"[yellow]partial:[/] {escape(str(path))} is an interrupted step: entries after its last "
                       "record are missing (unmatched on the other side)", highlight=False, soft_wrap=True)
     if first:
         where = f" (step {first['step']}, rank {first['rank_id']})" if "step" in first else ""
         name, reason = escape(first["name"]), escape(first["reason"])
-        console.print(f"[bold]First divergence{where}:[/] [red]{name}[/] ({reason})",
-                      highlight=False)
+        causes = _causes(summary, first)
+        if causes:  # the cause first, then the effect
+            console.print(f"[bold]First divergence{where}:[/] [red]{name}[/] is called differently: "
+                          f"{escape(causes)}", highlight=False, soft_wrap=True)
+            console.print(f"  effect: {reason}", highlight=False, soft_wrap=True)
+        else:
+            console.print(f"[bold]First divergence{where}:[/] [red]{name}[/] ({reason})", highlight=False,
+                          soft_wrap=True)
         concurrent: dict[str, list[int]] = {}
         for other in first.get("concurrent") or ():
             concurrent.setdefault(other["name"], []).append(other["rank"])
@@ -346,6 +354,17 @@ def print_summary(summary: dict[str, Any], console=None) -> None:
         console.print(f"[grey50]{escape(who)}: only in {side}: {escape(listed)}[/]", highlight=False)
     console.print(f"Results in {summary['output']}: {written_files(summary)}", highlight=False, markup=False,
                   soft_wrap=True)
+
+
+def _causes(summary: dict[str, Any], first: dict[str, Any]) -> str:
+    """The first divergent entry's arguments that differ (read from its rank and step's result CSV), ``""`` for
+    none."""
+    from probe_core.cause import csv_argument_changes
+
+    item = next((r for r in summary["ranks"] if r.get("label") == first.get("rank") and r.get("csv")), None)
+    if item is None:
+        return ""
+    return "; ".join(change.text() for change in csv_argument_changes(item["csv"], first["name"]))
 
 
 def written_files(summary: dict[str, Any]) -> str:

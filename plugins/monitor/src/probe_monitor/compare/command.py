@@ -1,4 +1,4 @@
-"""``probe monitor compare A B -o OUT [--rtol R] [--noise-factor F] [--rank R] [--no-xlsx]``."""
+"""``probe monitor compare A B -o OUT [--rtol R] [--noise-factor F] [--rank R] [--no-xlsx] [--html FILE]``."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import math
 from pathlib import Path
 
-from probe_core.api import CompareError, prepare_output_dir, spans
+from probe_core.api import CompareError, add_html_argument, check_html, prepare_output_dir, spans, write_html
 from probe_monitor.compare.diff import NOISE_FACTOR, RTOL, Comparison, compare_runs
 from probe_monitor.compare.reader import rank_folders, read_rank
 from probe_monitor.compare.report import print_table, write_report
@@ -29,6 +29,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                               f"earlier steps (default {NOISE_FACTOR:g})")
     compare.add_argument("--rank", type=int, action="append", help="compare only this rank (repeatable)")
     compare.add_argument("--no-xlsx", action="store_true", help="write the CSV only")
+    add_html_argument(compare, "the monitor compare (where the runs part, curves, heat map, parameters)")
 
 
 def check_tolerance(flag: str, value: float) -> None:
@@ -56,6 +57,7 @@ def _rows(unmatched: dict) -> str:
 def run(args: argparse.Namespace) -> int:
     check_tolerance("--rtol", args.rtol)
     check_tolerance("--noise-factor", args.noise_factor)
+    check_html(args)
     out = prepare_output_dir(args.output, flag="-o")
     labels = (args.a, args.b)
     found = [rank_folders(Path(path)) for path in labels]
@@ -71,4 +73,5 @@ def run(args: argparse.Namespace) -> int:
     summary = write_report(comparison, out, labels, xlsx=not args.no_xlsx, rtol=args.rtol,
                            noise_factor=args.noise_factor)
     print_table(comparison, summary)
+    write_html(args, out)
     return 0
