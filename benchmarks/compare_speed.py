@@ -49,12 +49,13 @@ def _tensor(rng: random.Random, shape: list[int], scale: float = 1.0, jitter: ra
             f'"Min": {mn!r}, "Mean": {mean!r}, "Norm": {norm!r}, "requires_grad": true}}')
 
 
-def write_statistics_dump(folder: Path, entries: int, perturb: bool, noise: float = 0.0) -> int:
+def write_statistics_dump(folder: Path, entries: int, perturb: bool, noise: float = 0.0, seed: int = 0) -> int:
     """A synthetic dump.json with ``entries`` forward entries; returns its size in bytes. The perturbed side
-    has every 997th entry's output 1% off and, with ``noise``, every statistic off by up to that fraction."""
+    has every 997th entry's output 1% off and, with ``noise``, every statistic off by up to that fraction;
+    ``seed`` draws other values (another rank's)."""
     folder.mkdir(parents=True, exist_ok=True)
-    rng = random.Random(0)
-    jitter = random.Random(1) if perturb and noise else None
+    rng = random.Random(seed)
+    jitter = random.Random(seed + 1) if perturb and noise else None
     counts = dict.fromkeys(OPS, 0)
     names = []
     with open(folder / "dump.json", "w") as out:

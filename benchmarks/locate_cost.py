@@ -5,7 +5,9 @@
 The training script is tests/locate/train_tiny.py (an MLP; the target's first GELU switches to its tanh
 approximation from step ``--bug-from``). Both ways run the bench and the target one after the other; the script
 prints wall and CPU seconds (this process' children: user + sys) and bytes written, and their ratios
-locate / full dump, and checks that both name the same culprit. On a loaded machine compare CPU, not wall.
+locate / full dump, each stage's share (from locate_summary.json) and the culprit both name. On a loaded
+machine compare CPU, not wall. ``--steps`` is both the script's length and the steps stage 1 monitors (the
+full dump records the same steps).
 """
 
 from __future__ import annotations
@@ -76,6 +78,10 @@ def main() -> None:
     print(f"{'probe locate (4 stages)':24}{located[0]:10.1f}{located[1]:10.1f}{locate_bytes:14,}")
     print(f"ratios locate/full: wall {located[0] / full[0]:.2f}x, CPU {located[1] / full[1]:.2f}x, bytes "
           f"{locate_bytes / max(full_bytes, 1):.3f}x")
+    for name, stage in answer["stages"].items():
+        processes = sum(line.startswith(("bench:", "target:")) for line in stage["ran"])
+        print(f"  stage {name:8}{stage['seconds']:10.1f}{stage['cpu_seconds']:10.1f}{stage['bytes']:14,}"
+              f"  ({processes} training runs)")
     print(f"culprit: full dump {culprit['name']} (step {culprit['step']}); locate {found}; answer: "
           f"{(answer['answer'] or {}).get('kind')}")
 

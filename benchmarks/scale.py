@@ -20,8 +20,16 @@ Last, it prints the floor the issue names for one rank pair, decoding its two du
 and the rate of probe's own reading pass alone: on the 2-core box, 455,000 and 312,000 rows/s, against
 probe's 110,000 for the whole compare.
 
+``--distinct 64,256`` measures instead of extrapolating: every rank of both sides gets its own generated dump
+(other values per rank, ``--noise`` on the target's statistics), written to disk and dropped from the page cache
+(``posix_fadvise(DONTNEED)`` after ``fsync``), and each job of that many ranks is compared whole on a local Dask
+cluster of 1, then 2 worker processes (``--scheduler``, as a Slurm/PBS cluster is used). It prints rows/s per
+worker for each job size and worker count, and what a 1,024-rank job would take at the per-worker rate of the
+largest job. Mind the disk: about 1.3 MiB per rank and side at 2,000 entries.
+
     python benchmarks/scale.py [--ranks 1024] [--entries 20000] [--sample 8] [--full] [--runs one,local,dask]
                                [--workdir DIR]
+    python benchmarks/scale.py --distinct 64,256 [--entries 2000] [--noise 1e-5] [--workdir DIR]
 """
 
 from __future__ import annotations
@@ -91,6 +99,76 @@ def compare(target: Path, bench: Path, out: Path, ranks: list[int], *flags: str)
     return seconds, cpu, summary
 
 
+def uncached(folder: Path) -> None:
+    """Write ``folder``'s files to disk and drop them from the page cache, so a compare reads them from disk."""
+    for path in folder.iterdir():
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def _process_cpu() -> float:
+    """CPU seconds of the process this runs in (a Dask worker's, through ``Client.run``)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def distinct_jobs(sizes: list[int], entries: int, noise: float, workdir: Path) -> None:
+    """Compare jobs of ``sizes`` ranks whose every rank pair is its own, on 1 and 2 Dask workers. Rates are
+    given per wall second and per CPU second of the workers (on a loaded machine the second is the one to read:
+    wall time counts other processes' turns too)."""
+    from distributed import Client, LocalCluster
+
+    start = time.perf_counter()
+    for rank in range(max(sizes)):
+        for side in ("target", "bench"):
+            folder = workdir / side / "step0" / f"rank{rank}"
+            if not (folder / "dump.json").exists():
+                write_statistics_dump(folder, entries, perturb=side == "target", noise=noise, seed=1000 * rank)
+    size = sum(f.stat().st_size for f in workdir.rglob("*.json"))
+    print(f"generated {max(sizes)} distinct rank pairs x {entries} entries in {time.perf_counter() - start:.0f} s "
+          f"({size / 2**20:.0f} MiB on disk)")
+    print(f"\n{'ranks':>6s} {'workers':>8s} {'wall s':>8s} {'worker CPU s':>13s} {'CLI CPU s':>10s} "
+          f"{'rows/s/worker':>14s} {'rows/CPU s':>11s}")
+    rates: dict[tuple[int, int], float] = {}
+    for ranks in sizes:
+        rows = ranks * entries * ROWS_PER_ENTRY
+        for workers in (1, 2):
+            for side in ("target", "bench"):
+                for rank in range(ranks):
+                    uncached(workdir / side / "step0" / f"rank{rank}")
+            with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                              dashboard_address=None) as cluster, Client(cluster) as client:
+                before = client.run(_process_cpu)
+                seconds, _, cli_cpu = measure_compare(workdir, ranks, workers, cluster.scheduler_address)
+                after = client.run(_process_cpu)
+            worker_cpu = sum(after[address] - before.get(address, 0.0) for address in after)
+            rates[(ranks, workers)] = rows / worker_cpu
+            print(f"{ranks:6d} {workers:8d} {seconds:8.1f} {worker_cpu:13.1f} {cli_cpu:10.1f} "
+                  f"{rows / seconds / workers:14,.0f} {rows / worker_cpu:11,.0f}")
+    largest = max(sizes)
+    per_worker = rates[(largest, 2)]
+    total = 1024 * entries * ROWS_PER_ENTRY
+    print(f"\nper worker CPU second, {largest} ranks on 2 workers: {per_worker:,.0f} rows "
+          f"({per_worker / rates[(largest, 1)]:.2f} of 1 worker's; target {TARGET_ROWS_PER_SECOND:,} rows/s a worker)")
+    for workers in (2, 8, 32, 128):
+        print(f"  a 1,024-rank job of {entries} entries a rank on {workers:3d} unloaded workers at that rate: "
+              f"{total / per_worker / workers / 60:6.1f} min")
+
+
+def measure_compare(workdir: Path, ranks: int, workers: int, scheduler: str) -> tuple[float, int, float]:
+    out = workdir / f"out_{ranks}_{workers}"
+    shutil.rmtree(out, ignore_errors=True)
+    probe = str(Path(sys.executable).parent / "probe")
+    return measure([probe, "compare", "--quiet", str(workdir / "target"), str(workdir / "bench"), "-o", str(out),
+                    "--rank", f"0-{ranks - 1}", "--scheduler", scheduler])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ranks", type=int, default=1024)
@@ -101,7 +179,23 @@ def main() -> None:
                         help="which ways to run, comma-separated: one (1 process), local (2 local processes), "
                              "dask (a 2-worker local Dask cluster)")
     parser.add_argument("--workdir", help="where to write the pair and results (default: a temporary folder)")
+    parser.add_argument("--distinct", metavar="SIZES",
+                        help="comma-separated job sizes in ranks (e.g. 64,256): distinct dumps per rank, whole jobs")
+    parser.add_argument("--noise", type=float, default=1e-5, help="with --distinct: the target's statistics noise")
     args = parser.parse_args()
+    if args.distinct:
+        try:
+            sizes = sorted({int(size) for size in args.distinct.split(",")})
+        except ValueError:
+            parser.error(f"--distinct {args.distinct}: give rank counts, e.g. 64,256")
+        workdir = Path(args.workdir or tempfile.mkdtemp(prefix="probe_scale_"))
+        entries = args.entries if "--entries" in sys.argv else 2000
+        try:
+            distinct_jobs(sizes, entries, args.noise, workdir)
+        finally:
+            if not args.workdir:
+                shutil.rmtree(workdir, ignore_errors=True)
+        return
     wanted = set(args.runs.split(","))
     if not wanted or wanted - {"one", "local", "dask"}:
         parser.error(f"--runs {args.runs}: give one or more of one, local, dask")

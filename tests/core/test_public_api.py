@@ -99,3 +99,81 @@ def test_the_core_imports_no_plugin():
              for path in (REPO / "probe_core" / "src" / "probe_core").rglob("*.py")
              for line, m in _imports(path) if m.split(".")[0] in theirs]
     assert found == [], "\n".join(found)
+
+
+def _module_graph(root: Path) -> dict[str, set[str]]:
+    """Module -> the modules of ``root``'s package it imports, at any depth of its code (imports inside functions
+    included, ``if TYPE_CHECKING:`` blocks left out); ``from package import name`` counts as importing
+    ``package.name`` where that is a module (compiled ones included)."""
+    modules = {}
+    for path in root.rglob("*"):
+        if path.suffix in (".py", ".so"):
+            parts = path.relative_to(root.parent).parts
+            name = ".".join((*parts[:-1], path.name.split(".")[0]))
+            modules[name.removesuffix(".__init__")] = path
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        if path.suffix != ".py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                       and "TYPE_CHECKING" in ast.unparse(node.test) for part in node.body for n in ast.walk(part)}
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(tree):
+            if id(node) in typing_only or not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[:len(package.split(".")) - node.level + 1]
+                    base = ".".join([*up, base] if base else up)
+                names = [f"{base}.{alias.name}" for alias in node.names]
+                targets = [n for n in names if n in modules]
+                if len(targets) < len(names):  # some names are the package's own attributes
+                    targets.append(base)
+            graph[name].update(t for t in targets if t in modules and t != name)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in graph[node]:
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_core_has_no_import_cycle_lazy_imports_included():
+    """No two modules of probe_core import each other, directly or around a loop, even inside functions (a lazy
+    import that hides a cycle is still one): each module sits above what it imports."""
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    graph = _module_graph(REPO / "probe_core" / "src" / "probe_core")
+    assert {"probe_core.compare.pairs", "probe_core.compare.output"} <= graph["probe_core.compare.engine"]
+    assert "probe_core.dump._scan" in graph["probe_core.dump.jsonstream"]  # a lazy import of a compiled module
+    assert _cycles(graph) == []

@@ -55,11 +55,25 @@ def test_stage_findings(gelu):
     mix = state(out, "stage3-mix")
     assert mix["finding"]["name"] == "Functional.gelu.0.forward"
     config = json.loads((out / "stage3-mix" / "config.json").read_text())
-    assert config["step"] == [2] and config["tensor"]["scope"] == ["Module.1.GELU.forward.0"] * 2
-    # the stage-3 dumps hold only what runs inside the module, at step 2: its forward and its one API
+    assert (config["task"], config["level"], config["step"]) == ("statistics", "mix", [2])
+    assert config["statistics"]["scope"] == ["Module.1.GELU.forward.0"] * 2
+    # stage 3 records statistics of what runs inside the module at step 2: its forward and its one API ...
     dump = json.loads((out / "stage3-mix" / "target" / "step2" / "rank0" / "dump.json").read_text())
     assert sorted(dump["data"]) == ["Functional.gelu.0.forward", "Module.1.GELU.forward.0"]
-    assert not (out / "stage2-l0" / "bench" / "step1").exists()  # earlier steps ran without recording
+    assert not (out / "stage3-mix" / "target" / "step2" / "rank0" / "dump_tensor_data").exists()
+    # ... then the tensors of that one call only
+    tensors = out / "stage3-mix" / "tensor" / "target" / "step2" / "rank0"
+    assert list(json.loads((tensors / "dump.json").read_text())["data"]) == ["Functional.gelu.0.forward"]
+    assert sorted(p.name for p in (tensors / "dump_tensor_data").iterdir()) == [
+        "Functional.gelu.0.forward.input.0.pt", "Functional.gelu.0.forward.output.0.pt"]
+    # earlier steps ran without recording; the steps after the one recorded did not run (exit_after_last_step)
+    assert not (out / "stage2-l0" / "bench" / "step1").exists()
+    for log in ("stage2-l0/bench.log", "stage3-mix/target.log", "stage3-mix/tensor/bench.log"):
+        text = (out / log).read_text()
+        assert "step 1: loss" in text and "step 2: loss" not in text and "step 3: loss" not in text, log
+        assert "exit_after_last_step: the script ends after step 2" in text
+    full = (out / "stage1-monitor" / "bench.log").read_text()
+    assert "step 3: loss" in full  # the monitor runs the steps it watches
 
 
 def test_answer_names_the_call(gelu):
@@ -71,10 +85,12 @@ def test_answer_names_the_call(gelu):
     assert answer["acc_check"]["pass"] == 1  # the replay on the bench's inputs passes its standard
     replay = json.loads((out / "stage4-replay" / "replay" / "dump.json").read_text())
     assert replay["data"]["Functional.gelu.0.forward"]["input_kwargs"]["approximate"]["value"] == "tanh"
-    bench_input = out / "stage3-mix" / "bench" / "step2" / "rank0" / "dump_tensor_data" / \
+    bench_input = out / "stage3-mix" / "tensor" / "bench" / "step2" / "rank0" / "dump_tensor_data" / \
         "Functional.gelu.0.forward.input.0.pt"
-    assert (out / "stage4-replay" / "replay" / "dump_tensor_data" / bench_input.name).read_bytes() == \
-        bench_input.read_bytes()
+    replayed = out / "stage4-replay" / "replay" / "dump_tensor_data" / bench_input.name
+    assert replayed.read_bytes() == bench_input.read_bytes()
+    assert replayed.stat().st_ino == bench_input.stat().st_ino  # a hard link: written once, counted once
+    assert state(out, "stage4-replay")["bytes"] < 8192  # its dump.json and acc-check's results, no tensor
     assert "probe locate: call" in runs[1].stdout
     assert summary["bytes"] == sum(s["bytes"] for s in summary["stages"].values()) > 0
 
@@ -121,3 +137,21 @@ def test_bad_input_is_one_clear_error(tmp_path):
     config.write_text(json.dumps({"stepz": 3}))
     with pytest.raises(ConfigError, match=r"locate.json: unknown key 'stepz'"):
         testing.command(["locate", "-c", config, "-o", tmp_path / "o"])
+
+
+def test_two_ranks_under_torchrun(tmp_path):
+    """2 gloo ranks under torchrun, rank 1's GELU switched from step 1: stage 1 names rank 1, stage 2 records only
+    rank 1 at step 1, and every rank of the stage-2 runs ends after step 1 (none waits for another)."""
+    out, torchrun = tmp_path / "out", Path(PY).with_name("torchrun")
+    command = f"{torchrun} --standalone --nproc_per_node=2 {SCRIPT.with_name('train_ddp.py')}"
+    done = locate(out, "--bench", command, "--target", f"{command} --gelu-tanh-from 1", "--steps", "2",
+                  "--stop-after", "l0")
+    monitor = state(out, "stage1-monitor")["finding"]
+    assert (monitor["step"], monitor["rank"], monitor["quantity"]) == (1, 1, "grad_unreduced"), done.stdout
+    monitored = [p.name for p in (out / "stage1-monitor" / "target").iterdir() if p.is_dir()]
+    assert sorted(name.split("rank")[1][:1] for name in monitored) == ["0", "1"]  # both ranks ran under probe
+    l0 = state(out, "stage2-l0")["finding"]
+    assert (l0["name"], l0["step"], l0["rank_id"]) == ("Module.module.1.GELU.forward.0", 1, 1)
+    assert sorted(p.name for p in (out / "stage2-l0" / "target").glob("step*/rank*")) == ["rank1"]
+    log = (out / "stage2-l0" / "target.log").read_text()
+    assert log.count("exit_after_last_step: the script ends after step 1") == 2 and "step 2: loss" not in log

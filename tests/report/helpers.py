@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from html import unescape
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -70,3 +71,46 @@ def chromium(url: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 def console_messages(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if ":CONSOLE" in line]
+
+
+#: appended to a copy of a page: after the page's own script ran, records each element with an id as laid out
+#: (its rendered text and box; an element a person cannot see has an empty box) and the text of every table row
+#: (cells joined by " | ") in ``<pre id="seen-by-test">``
+_OBSERVER = """<script>(function () {
+  var seen = {ids: {}, rows: {}};
+  document.querySelectorAll("[id]").forEach(function (el) {
+    var box = el.getBoundingClientRect();
+    seen.ids[el.id] = {text: el.innerText, width: box.width, height: box.height};
+  });
+  document.querySelectorAll("section[id] table").forEach(function (table) {
+    var rows = seen.rows[table.closest("section").id] = [];
+    table.querySelectorAll("tbody tr").forEach(function (tr) {
+      if (tr.getBoundingClientRect().height > 0) rows.push(Array.from(tr.cells, function (td) {
+        return td.innerText; }).join(" | "));
+    });
+  });
+  var out = document.createElement("pre");
+  out.id = "seen-by-test";
+  out.textContent = JSON.stringify(seen);
+  document.body.appendChild(out);
+})();</script>"""
+
+
+def seen_in_chromium(page: Path, cwd: Path) -> dict:
+    """What headless Chromium lays out of ``page`` (1200x900): ``ids`` (id -> rendered text, width, height) and
+    ``rows`` (section id -> the rendered rows of its tables); fails on any console message."""
+    copy = cwd / f"seen-{page.name}"
+    head, end, tail = page.read_text(encoding="utf-8").rpartition("</body>")
+    copy.write_text(head + _OBSERVER + end + tail, encoding="utf-8")
+    done = chromium(copy.resolve().as_uri(), "--window-size=1200,900", "--dump-dom", cwd=cwd)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert console_messages(done.stderr) == []
+    dom = done.stdout.split('<pre id="seen-by-test">', 1)[1].split("</pre>", 1)[0]
+    return json.loads(unescape(dom))
+
+
+def visible(seen: dict, ident: str) -> str:
+    """The text a person sees of the element ``ident`` (it must be laid out: a box wider and taller than 0)."""
+    element = seen["ids"][ident]
+    assert element["width"] > 0 and element["height"] > 0, f"#{ident} is not shown: {element}"
+    return element["text"]

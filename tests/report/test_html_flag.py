@@ -23,11 +23,8 @@ def test_compare_and_monitor_compare_write_their_page(dumps, monitored, tmp_path
     assert "param_updated of fc1.weight" in Page(page.read_text()).texts["headline"]
 
 
-def test_locate_page_shows_its_stages_verdict_and_the_compare_sections(dumps, tmp_path):
-    page = tmp_path / "l.html"
-    assert testing.command(["locate", "--bench-dump", dumps / "bench", "--target-dump", dumps / "target",
-                            "-o", tmp_path / "loc", "--html", page]) == 0
-    seen = Page(page.read_text())
+def test_locate_page_shows_its_stages_verdict_and_the_compare_sections(dumps, located):
+    seen = Page((located / "locate.html").read_text())
     assert seen.texts["headline"].startswith(f"module: {CULPRIT} adds error first")
     stages = seen.texts["stages"]
     assert "1 monitor" in stages and "skipped" in stages and "not run" in stages  # stage 4 never ran
@@ -38,21 +35,17 @@ def test_locate_page_shows_its_stages_verdict_and_the_compare_sections(dumps, tm
     assert len(seen.entries["rows"]) > 100
 
 
-def test_acc_check_page_lists_the_failing_apis_with_their_standards(dumps, tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("COLUMNS", "60")  # and captured: a narrow pipe
-    page = tmp_path / "a.html"
-    assert testing.command(["acc-check", "-api_info", dumps / "target" / "step0", "-o", tmp_path / "acc",
-                            "--dtype", "bfloat16", "--filter", "Functional.linear*", "--html", page]) == 0
-    summary = json.loads((tmp_path / "acc" / "summary.json").read_text())
+def test_acc_check_page_lists_the_failing_apis_with_their_standards(acc_checked):
+    root, printed = acc_checked  # printed to a 60-column pipe
+    summary = json.loads((root / "acc" / "summary.json").read_text())
     failing = summary["failing"]
     assert failing, "bfloat16 linear calls meet the float64 standard: nothing to show"
-    seen = Page(page.read_text())
+    seen = Page((root / "acc.html").read_text())
     assert seen.texts["headline"].startswith(f"{summary['error']} of {summary['apis']} APIs fail")
     listed = seen.texts["failing"]
     assert all(f["api"] in listed and f["standard"] in listed for f in failing)
     assert seen.entries["columns"][:2] == ["API Name", "Status"]
     assert len(seen.entries["rows"]) >= summary["apis"]  # one row per output checked
-    printed = capsys.readouterr().out
     words = set(printed.split())
     for f in failing:  # the terminal's table: no number or name broken at 60 columns
         assert {f["api"] + ":", f"{f['cosine']:.6f},", f"{f['max_rel_err']:.3g},"} <= words, printed

@@ -52,7 +52,7 @@ def test_compare_report_answers_with_the_culprit_its_line_and_what_to_run(dumps,
     answer = page.texts["answer"]
     assert first["module"] in answer and first["reason"] in answer
     assert "return x + self.fc2(F.gelu(self.fc1(x), approximate=self.approximate))" in answer  # the user's line
-    assert "train.py, line 20, in forward" in answer
+    assert "train.py:20 in forward" in answer  # file:line in function, as the terminal prints a frame
     assert f"--filter {CULPRIT.removesuffix('.forward')}" in answer and '"list": ["Functional.gelu.0.forward"]' in answer
     charts = page.all("svg", "chart")
     assert [c["aria-label"].split(" (")[0] for c in charts] == ["loss per step", "error of each entry, in execution order"]
@@ -93,6 +93,19 @@ def test_monitor_compare_report_names_the_step_quantity_and_parameter(monitored,
     culprit = page.all("details", "culprit")
     assert len(culprit) == 1 and "fc1.weight" in page.texts["tree"]
     assert len(page.entries["rows"]) == _csv_rows(monitored / "cmp", "monitor_compare.csv")
+
+
+def test_a_monitor_page_says_which_logged_anomalies_it_cannot_show(monitored, tmp_path):
+    shutil.copytree(monitored / "cmp", tmp_path / "cmp")
+    shutil.copytree(monitored / "base", tmp_path / "base")
+    (next((tmp_path / "base").glob("*-rank0-*")) / "anomalies.json").write_text('{"step": 1}')
+    summary = json.loads((tmp_path / "cmp" / "summary.json").read_text())
+    summary["a"], summary["b"] = "moved-away", "base"  # relative; B is found beside the compare folder
+    (tmp_path / "cmp" / "summary.json").write_text(json.dumps(summary))
+    answer = Page(write_report(tmp_path / "cmp", tmp_path / "m.html").read_text()).texts["answer"]
+    assert "A's logged anomalies (spikes) are not shown: its run folder 'moved-away' is not found from here" in answer
+    assert "anomalies.json: not shown (not a list of anomalies with step, rank, metric" in answer
+    assert "param_updated of fc1.weight" in answer  # the rest of the page as before
 
 
 def test_two_monitor_outputs_are_compared_first(monitored, tmp_path):

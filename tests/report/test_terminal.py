@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
+from html import unescape
 
 from probe_core import testing
 from tests.report.helpers import PROBE, TRAIN, Page
@@ -29,10 +31,19 @@ def test_compare_leads_with_the_arguments_that_differ_in_every_block(dumps, tmp_
     assert cause in lines, out  # one line, whatever the width: a pipe keeps it whole
     assert lines[lines.index(cause) + 1].startswith("  effect: output.0: Max ")
     assert "\u2026" not in out and "rank0_step0: pass 47" in out  # the table's row as one line, not cut at 60 columns
-    page = Page(testing.command(["report", tmp_path / "cmp", "-o", tmp_path / "r.html"]) == 0
-                and (tmp_path / "r.html").read_text())
+    frames = lines[lines.index("  module: Module.blocks.0.Block.forward.0") + 1:][:3]
+    assert frames[0] == f"  {TRAIN}:20 in forward \u2014 return x + self.fc2(F.gelu(self.fc1(x), " \
+                        "approximate=self.approximate))", out  # a frame per line: file:line in function - code
+    assert all(re.fullmatch(rf"  {re.escape(str(TRAIN))}:\d+ in \w+ \u2014 \S.*", frame) for frame in frames), out
+    assert testing.command(["report", tmp_path / "cmp", "-o", tmp_path / "r.html"]) == 0
+    html = (tmp_path / "r.html").read_text()
+    page = Page(html)
     assert page.texts["cause"] == "Cause: " + cause.split("differently: ")[1]
     assert page.texts["headline"].endswith(": called with approximate 'tanh' vs 'none'")
+    items = re.findall(r'<li class="(user|lib)">(.*?)</li>', html.split('<ol class="stack">', 1)[1].split("</ol>")[0],
+                       re.S)  # the full stack, a frame per item, each on one line as the terminal prints it
+    assert [f"  {unescape(text)}" for kind, text in items if kind == "user"][:3] == frames
+    assert all("\n" not in text for _, text in items)
 
 
 def test_plugins_names_are_whole_at_60_columns_and_in_a_wide_table(tmp_path):

@@ -87,6 +87,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "probe_core.htmlflag": ("add_html_argument", "check_html", "write_html"),
     "probe_core.cause": ("ArgumentChange", "argument_changes", "csv_argument_changes"),
     "probe_core.terminal": ("print_table",),
+    "probe_core.stackframe": ("Frame", "parse_stack"),
 }
 
 #: public name -> the private module that defines it

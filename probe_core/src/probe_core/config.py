@@ -287,9 +287,21 @@ def load_config(
         registry = current_registry(plugin_selection(raw, source))
     sections = open_to_plugins(registry.config_sections, registry)
     raw = _apply_overrides(raw, overrides, sections)
+    _refuse_summary_mode_as_task(raw.get("task"), registry, source)
     config = validate_config(raw, sections, source)
     validate_summary_mode(config, registry)
     return config, registry
+
+
+def _refuse_summary_mode_as_task(task: Any, registry: Registry, source: str) -> None:
+    """A ``task`` that is an installed mode's ``summary_mode`` (``"md5"``) is refused with msprobe's spelling."""
+    for spec in registry.data_modes.values():
+        if isinstance(task, str) and task in spec.summary_modes and task not in spec.tasks and spec.tasks:
+            home = spec.tasks[0]
+            raise ConfigError(f'{source}: key "task": "{task}" is a summary_mode of task "{home}", not a task; '
+                              f'msprobe spells it "task": "{home}", "{home}": {{"summary_mode": "{task}"}}: put '
+                              f'that in a config.json and pass -c config.json (PrecisionDebugger: task="{home}", '
+                              f'summary_mode="{task}")')
 
 
 def open_to_plugins(sections: Mapping[str, ConfigSectionSpec], registry: Registry) -> Mapping[str, ConfigSectionSpec]:

@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from probe_core.api import OutputError, prepare_output_dir, replaced_whole
+from probe_core.api import OutputError, add_html_argument, check_html, prepare_output_dir, replaced_whole, write_html
 from probe_locate.launch import Cost, folder_bytes
 from probe_locate.settings import STAGE_NAMES, STAGES, settings_from
 
@@ -22,8 +22,8 @@ STATE_NAME, SUMMARY_NAME = "locate_state.json", "locate_summary.json"
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = ("Run the precision funnel on two training commands: the monitor on the first steps "
-                          "(where the runs part), statistics at L0 of that step (which module), tensor mode at mix "
-                          "level inside that module (which API), a replay of that API on the bench's inputs with "
+                          "(where the runs part), statistics at L0 of that step (which module), statistics at mix "
+                          "level inside that module (which API), then that API's tensors, a replay of that API on the bench's inputs with "
                           "acc-check (is the operator wrong, or its inputs, or the update). Each stage writes "
                           "OUT/stage*/ and is reused when rerun. See docs/locate.md.")
     parser.add_argument("--bench", metavar="CMD", help="the benchmark's command, quoted: \"python train.py\"")
@@ -42,6 +42,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target-monitor", metavar="DIR", help="... and the target's (stage 1 compares them)")
     parser.add_argument("--bench-dump", metavar="DIR", help="start from two dumps (any level): the bench's ...")
     parser.add_argument("--target-dump", metavar="DIR", help="... and the target's (stage l0 compares them)")
+    add_html_argument(parser, "the funnel (each stage's finding and cost, the answer, the last compare's sections)")
 
 
 def _state(folder: Path) -> dict[str, Any] | None:
@@ -82,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
     from probe_locate.stages import Context
 
     settings = settings_from(args)
+    check_html(args)
     out = prepare_output_dir(settings.output, flag="-o").resolve()
     display, functions, findings, states = Display(), _stage_functions(), {}, {}
     answer = None
@@ -110,4 +112,5 @@ def run(args: argparse.Namespace) -> int:
                "bytes": sum(s["bytes"] for s in states.values())}
     _write_json(out / SUMMARY_NAME, summary)
     display.answer(summary, out)
+    write_html(args, out)
     return 0

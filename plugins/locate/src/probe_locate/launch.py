@@ -96,15 +96,14 @@ def _cpu() -> float:
 
 
 def folder_bytes(folder: Path) -> int:
-    """Bytes of the files under ``folder``, a file hard-linked under several names counted once."""
-    seen, total = set(), 0
+    """Bytes of the files under ``folder``, a file hard-linked under several names counted once, and not at all when
+    one of its names is elsewhere (the replay's links to stage 3's tensor files: written by stage 3)."""
+    seen: dict[tuple[int, int], list[int]] = {}
     for root, _, files in os.walk(folder):
         for name in files:
             info = os.lstat(os.path.join(root, name))
-            if (info.st_dev, info.st_ino) not in seen:
-                seen.add((info.st_dev, info.st_ino))
-                total += info.st_size
-    return total
+            seen.setdefault((info.st_dev, info.st_ino), [info.st_size, info.st_nlink, 0])[2] += 1
+    return sum(size for size, links, names in seen.values() if names >= links)
 
 
 def _tail(log: Path, lines: int = 6) -> str:

@@ -1,9 +1,11 @@
 """Stage 4, the replay: the culprit API of stage 3 re-run on the bench's inputs, judged by ``probe acc-check``.
 
 A replay dump (``OUT/stage4-replay/replay/``) holds the target's records of the call (its arguments, dtypes,
-recorded output gradients) with the bench's input tensors in place of the target's; ``probe acc-check`` runs it
+recorded output gradients) with the bench's input tensors in place of the target's (hard links to stage 3's tensor
+files where the file system allows, so they are not written twice); ``probe acc-check`` runs it
 on ``device`` in the recorded dtype and on the CPU in float64 and judges it by its standards. With stage 3's compare
-rows of the same call (inputs, non-tensor arguments, outputs of both runs) the answer is one of:
+rows of the same call (stage 3's tensor-mode compare: inputs, non-tensor arguments, outputs of both runs) the answer
+is one of:
 
 - ``operator``: the call fails its standard on the bench's inputs: "operator X is wrong on identical inputs";
 - ``call``: it passes, but the two runs call it differently (an argument or a dtype): the call is the cause;
@@ -17,13 +19,14 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from probe_core.api import DumpError, direction
-from probe_locate.stages import Context, answer
+from probe_locate.stages import TENSORS, Context, answer
 
 #: the statistics a record and a compare row name alike: (record key, compare CSV column of the target side)
 _STATS = (("Max", "NPU max"), ("Min", "NPU min"), ("Mean", "NPU mean"), ("Norm", "NPU l2norm"))
@@ -68,12 +71,20 @@ def build_replay(target: Path, bench: Path, call: str, folder: Path) -> tuple[Pa
             source_dump, source = (bench, other) if is_input and same else (target, leaf)
             if is_input and not same:
                 own.append(".".join(map(str, path)))
-            shutil.copyfile(source_dump.parent / "dump_tensor_data" / source["data_name"],
-                            out / "dump_tensor_data" / leaf["data_name"])
+            _link_or_copy(source_dump.parent / "dump_tensor_data" / source["data_name"],
+                          out / "dump_tensor_data" / leaf["data_name"])
     header = {key: value for key, value in dumps["target"].items() if key != "data"}
     header["dump_data_dir"] = str(out / "dump_tensor_data")
     (out / "dump.json").write_text(json.dumps(header | {"data": entries}, indent=1))
     return out, own
+
+
+def _link_or_copy(source: Path, destination: Path) -> None:
+    destination.unlink(missing_ok=True)
+    try:
+        os.link(source, destination)
+    except OSError:  # another file system, or one without hard links
+        shutil.copyfile(source, destination)
 
 
 def _rows(csv_path: Path, entry: str) -> list[dict[str, str]]:
@@ -117,7 +128,7 @@ def replay(ctx: Context, previous: dict[str, Any]) -> dict[str, Any]:
     s, culprit = ctx.settings, previous["mix"]
     entry, step, rank = culprit["name"], culprit["step"], culprit["rank_id"]
     call = entry.rsplit(".", 1)[0]
-    stage3 = ctx.folder.parent / "stage3-mix"
+    stage3 = ctx.folder.parent / "stage3-mix" / TENSORS
     target, bench = _dump_json(stage3 / "target", step, rank), _dump_json(stage3 / "bench", step, rank)
     replay_dump, own = build_replay(target, bench, call, ctx.folder)
     options = [*(["--dtype", s.dtype] if s.dtype else [])]

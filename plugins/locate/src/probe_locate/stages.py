@@ -3,8 +3,13 @@
 1. ``monitor``: ``probe run --task monitor`` on both commands (the first ``steps`` steps), ``probe monitor compare``:
    the first step, rank and quantity where the runs part (or an answer: they agree, the update parts first).
 2. ``l0``: ``probe run`` at L0 of that step and rank only, ``probe compare``: the first module that adds error.
-3. ``mix``: ``probe run`` in tensor mode at level mix, ``scope`` limited to that module (its forward; for a backward
-   divergence from its forward to its backward), ``probe compare``: the API that adds error, with its real inputs.
+3. ``mix``: ``probe run`` with statistics at level mix, ``scope`` limited to that module (its forward; for a backward
+   divergence from its forward to its backward), ``probe compare``: the API that adds error; then ``probe run`` in
+   tensor mode of that one call only (``list``), ``probe compare``: its real inputs and outputs (``OUT/stage3-mix/
+   tensor/``), which the replay takes.
+
+The runs of stages 2 and 3 record one step and rank and end right after that step (``exit_after_last_step``): the
+steps before it run unrecorded, the ones after it do not run.
 
 A stage returns its finding: ``found`` (one line) and what the next stage needs, or ``answer`` (``kind``, ``text``)
 when the funnel ends there.
@@ -16,7 +21,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from probe_core.api import DumpError, ProbeError, counterpart, is_module, is_params_grad
+from probe_core.api import DumpError, ProbeError, counterpart, direction, is_module, is_params_grad
 from probe_locate.launch import Cost, TrainingCommand, probe_command, run_training
 from probe_locate.settings import Settings
 
@@ -24,6 +29,8 @@ from probe_locate.settings import Settings
 UPDATE_QUANTITIES = ("grad_norm", "exp_avg", "exp_avg_sq", "param_updated")
 #: compare verdict kinds that name the update, not the forward or backward
 UPDATE_KINDS = ("update", "parameters")
+#: stage 3's subfolder with the tensor-mode runs of the one call (the replay's inputs)
+TENSORS = "tensor"
 
 
 class Context:
@@ -36,19 +43,31 @@ class Context:
         s = self.settings
         return {"bench": TrainingCommand.parse(s.bench, "--bench"), "target": TrainingCommand.parse(s.target, "--target")}
 
-    def run_both(self, probe_args: list[str], config: dict[str, Any]) -> tuple[Path, Path]:
-        """Both commands under ``probe run PROBE_ARGS -c CONFIG --dump-path FOLDER/{side}``; the two output paths."""
-        config_path = self.folder / "config.json"
+    def run_both(self, probe_args: list[str], config: dict[str, Any], sub: str = "") -> tuple[Path, Path]:
+        """Both commands under ``probe run PROBE_ARGS -c CONFIG --dump-path FOLDER[/SUB]/{side}``; the two output
+        paths."""
+        folder = self.folder / sub
+        folder.mkdir(exist_ok=True)
+        config_path = folder / "config.json"
         config_path.write_text(json.dumps(config, indent=1))
         framework = ["--framework", self.settings.framework] if self.settings.framework else []
         jobs = [(side, command, [*probe_args, *framework, "-c", str(config_path), "--overwrite", "--dump-path",
-                                 str(self.folder / side)], self.folder / f"{side}.log")
+                                 str(folder / side)], folder / f"{side}.log")
                 for side, command in self.commands().items()]
         run_training(jobs, self.cost, self.settings.parallel)
-        return self.folder / "target", self.folder / "bench"
+        return folder / "target", folder / "bench"
 
     def probe(self, *argv: Any) -> None:
         probe_command(self.registry, [str(a) for a in argv], self.folder / "probe.log", self.cost)
+
+    def compare(self, target: Path, bench: Path, *options: Any) -> dict[str, Any] | None:
+        """``probe compare TARGET BENCH -o COMPARE`` (``COMPARE`` beside the two dumps where the stage made them,
+        else in the stage's folder: dumps the user gave); its first divergence."""
+        out = target.parent / "compare" if target.parent.is_relative_to(self.folder) else self.folder / "compare"
+        self.probe("compare", target, bench, "-o", out, *options)
+        first = self.summary(*out.relative_to(self.folder).parts).get("first_divergence")
+        return None if first is None else {key: first.get(key) for key in ("name", "module", "kind", "reason", "step",
+                                                                            "rank_id")}
 
     def summary(self, *parts: str) -> dict[str, Any]:
         path = self.folder.joinpath(*parts, "summary.json")
@@ -91,10 +110,9 @@ def monitor(ctx: Context, previous: dict[str, Any]) -> dict[str, Any]:
     return {"found": f"the runs part at {where}", "step": step, "rank": rank, "quantity": quantity, "name": name}
 
 
-def _first_divergence(ctx: Context) -> dict[str, Any] | None:
-    first = ctx.summary("compare").get("first_divergence")
-    return None if first is None else {key: first.get(key) for key in ("name", "module", "kind", "reason", "step",
-                                                                        "rank_id")}
+def one_step(step: int, rank: int) -> dict[str, Any]:
+    """The config keys that record only ``step`` on ``rank`` and end the run right after that step."""
+    return {"step": [step], "rank": [rank], "exit_after_last_step": True}
 
 
 def l0(ctx: Context, previous: dict[str, Any]) -> dict[str, Any]:
@@ -103,13 +121,12 @@ def l0(ctx: Context, previous: dict[str, Any]) -> dict[str, Any]:
         target, bench = Path(s.target_dump), Path(s.bench_dump)
     elif s.bench and "step" in found:
         step, rank = found["step"], found["rank"]
-        target, bench = ctx.run_both([], {"task": "statistics", "level": "L0", "step": [step], "rank": [rank]})
+        target, bench = ctx.run_both([], {"task": "statistics", "level": "L0", **one_step(step, rank)})
     else:
         raise ProbeError("probe locate: stage l0 needs the step where the runs part and the two commands (--bench, "
                          "--target), or two dumps (--bench-dump, --target-dump)")
     rank_option = ["--rank", s.rank] if s.rank is not None and s.bench_dump else []
-    ctx.probe("compare", target, bench, "-o", ctx.folder / "compare", *rank_option)
-    first = _first_divergence(ctx)
+    first = ctx.compare(target, bench, *rank_option)
     if first is None:
         where = f" at step {found['step']}" if "step" in found else ""
         return answer("not found", f"no module adds error{where} at L0 although the monitor parts there: "
@@ -135,18 +152,21 @@ def mix(ctx: Context, previous: dict[str, Any]) -> dict[str, Any]:
     if not s.bench:
         return answer("module", f"{found['name']} adds error first; locating the API inside it needs the two "
                        "commands (--bench, --target)")
-    config = {"task": "tensor", "level": "mix", "step": [found["step"]], "rank": [found["rank_id"]]}
+    config = {"task": "statistics", "level": "mix", **one_step(found["step"], found["rank_id"])}
     scope = scope_of(found["name"])
     if scope:
-        config["tensor"] = {"scope": scope}
-    target, bench = ctx.run_both([], config)
-    ctx.probe("compare", target, bench, "-o", ctx.folder / "compare")
-    first = _first_divergence(ctx)
+        config["statistics"] = {"scope": scope}
+    first = ctx.compare(*ctx.run_both([], config))
     if first is None:
         return answer("module", f"{found['name']} adds error at L0, but no entry inside it does at mix level "
                        f"(scope {scope}): its error is spread over its calls")
     if is_module(first["name"]) or is_params_grad(first["name"]):
         return answer("module", f"{first['name']} adds error, no API inside it does: {first['reason']}",
                        entry=first["name"])
+    call = first["name"].rsplit(".", 1)[0]
+    sides = ["forward"] if direction(first["name"]) == "forward" else ["all"]
+    tensors = {"task": "tensor", "level": "mix", **one_step(first["step"], first["rank_id"]),
+               "tensor": {"list": [f"{call}.forward"], "data_mode": sides}}
+    ctx.compare(*ctx.run_both([], tensors, sub=TENSORS))
     return {"found": f"{first['name']} adds error first (inside {first['module'] or found['name']}): "
                      f"{first['reason']}", **first}

@@ -11,8 +11,8 @@
   (warning; probe adds a noise floor of 1e-6 so float rounding on identical
   inputs is not flagged). Two leaves differ when a statistic is off by more
   than ``1e-8 + 1e-5 * |bench|``;
-* graph: task ``summary``; the viewer shows ``MaxAbsErr`` ... and relative
-  errors in percent.
+* graph: task ``summary``; the viewer shows ``MaxAbsErr`` ... (the size of
+  each diff, never signed) and relative errors in percent.
 
 The md5, tensor and overflow_check modes build on :class:`StatisticsMode`.
 """
@@ -287,8 +287,8 @@ class StatisticsMode(DataMode):
         shown: dict[str, str] = {}
         for column, value in metrics.items():
             renamed = SHOWN_DIFF.get(column)
-            if renamed is not None:
-                shown[renamed] = str(value)
+            if renamed is not None:  # MaxAbsErr ...: the size of the signed diff, as msprobe's MaxAbsErr
+                shown[renamed] = str(abs(value)) if value.__class__ is float else str(value)
             elif value.__class__ is float and value - value == 0.0 and column in RELATIVE_SET:  # finite
                 shown[column] = f"{value * 100:.6g}%"
             else:
@@ -307,8 +307,8 @@ class StatisticsMode(DataMode):
                 columns.append([self.shown_metrics({column: value})[keys[-1]] for value in values])
             elif column in RELATIVE_SET:
                 columns.append([f"{value * 100:.6g}%" if value - value == 0.0 else str(value) for value in values])
-            else:
-                columns.append(float_texts(values))  # str of a float is its repr
+            else:  # str of a float is its repr
+                columns.append(float_texts([abs(value) for value in values] if renamed else values))
         return [dict(zip(keys, cells)) for cells in zip(*columns)]
 
 

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from probe_core.api import CompareError, argument_changes
+from probe_core.api import CompareError, argument_changes, parse_stack
 from probe_report.compare_rows import NAME_COLUMN, Entry, discrepancy, entries, read_rows
-from probe_report.model import Answer, Chart, HeatMap, Node, Report, Series, Table, number, parse_stack, short
+from probe_report.model import Answer, Chart, HeatMap, Node, Report, Series, Table, number, short
 
 LABEL = re.compile(r"rank(?P<rank>\d*)_step(?P<step>\d+)")
 LOSS = re.compile(r"loss|cross_entropy", re.I)

@@ -4,36 +4,9 @@ compare, an acc-check, a locate) fills one :class:`Report`, and :mod:`probe_repo
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 
-#: a stack frame as msprobe's stack.json writes it: ``File PATH, line N, in FUNC, \n CODE``
-FRAME = re.compile(r"File (?P<file>.*?), line (?P<line>\d+), in (?P<func>[^,]*),?\s*\n?\s*(?P<code>.*)", re.S)
-#: frames of these folders are the framework's or the interpreter's, not the user's
-LIBRARY = ("site-packages", "dist-packages", "/lib/python", "\\lib\\python")
-
-
-@dataclass
-class Frame:
-    file: str
-    line: int
-    func: str
-    code: str
-    user: bool
-
-
-def parse_stack(stack: list[str] | None) -> list[Frame]:
-    """The frames of a recorded stack (innermost first, as recorded); a frame that does not parse is kept as text."""
-    frames = []
-    for text in stack or []:
-        match = FRAME.match(str(text).strip())
-        if match:
-            path = match["file"]
-            frames.append(Frame(path, int(match["line"]), match["func"].strip(), match["code"].strip(),
-                                not any(part in path for part in LIBRARY)))
-        else:
-            frames.append(Frame(str(text), 0, "", "", False))
-    return frames
+from probe_core.api import Frame  # a recorded stack frame: the terminal prints the same ones
 
 
 @dataclass
@@ -71,7 +44,7 @@ class Chart:
     log_y: bool = False
     marks: list[tuple[float, str]] = field(default_factory=list)  # vertical lines: (x, label); the first is the divergence
     bands: list[tuple[float, float, str]] = field(default_factory=list)  # labelled x ranges (steps of a compare)
-    anomalies: list[tuple[float, str]] = field(default_factory=list)  # NaN/Inf, spikes: (x, what)
+    anomalies: list[tuple[float, str, str]] = field(default_factory=list)  # (x, kind: nan-inf or spike, what)
 
 
 @dataclass

@@ -1,5 +1,6 @@
 """A :class:`~probe_report.model.Report` of what ``probe monitor compare`` wrote: ``summary.json`` (where the runs
-part) and ``monitor_compare.csv`` (rank, step, quantity, parameter, both runs' statistics, rel_diff, threshold)."""
+part) and ``monitor_compare.csv`` (rank, step, quantity, parameter, both runs' statistics, rel_diff, threshold); and
+what each run's monitor logged as it trained, its rank folders' ``anomalies.json`` (NaN/Inf, spikes)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from probe_core.api import CompareError
-from probe_report.model import Answer, Chart, HeatMap, Node, Report, Series, Table, number, short
+from probe_report.model import Answer, Chart, HeatMap, Listing, Node, Report, Series, Table, number, short
 
 CSV_NAME = "monitor_compare.csv"
 REQUIRED = ("rank", "step", "quantity", "name", "module", "rel_diff", "threshold", "parts")
 MAX_TABLE_ROWS = 20_000
 MAX_RANKS_DRAWN = 8
+ANOMALIES = "anomalies.json"  # what probe monitor logs in each rank folder of a run, as it trains
+MAX_ANOMALIES_LISTED = 50
+ANOMALY_KEYS = ("step", "rank", "metric", "name", "kind", "detail")
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
@@ -59,7 +63,10 @@ def read_monitor(folder: Path, summary: dict[str, Any], summary_path: Path) -> R
     parting = sum(r["parts"] == "True" for r in rows)
     report.counts = [("rows", len(rows)), ("parting", parting), ("NaN/Inf", sum(bool(r.get("nan_inf")) for r in rows))]
     rank = first["rank"] if first else (rows[0]["_rank"] if rows else 0)
-    report.charts = _charts(rows, first, rank, labels)
+    logged = _logged_anomalies(summary, folder, report.answer.notes)
+    report.charts = _charts(rows, first, rank, labels, [a for a in logged if a[1]["rank"] == rank])
+    if logged:
+        report.listings.append(_anomaly_listing(logged))
     ranks = sorted({r["_rank"] for r in rows}, key=lambda r: (r != rank, r))
     report.heatmaps = [_heat_map([r for r in rows if r["_rank"] == k], first, k) for k in ranks[:MAX_RANKS_DRAWN]]
     if report.heatmaps and len(ranks) > MAX_RANKS_DRAWN:
@@ -96,10 +103,75 @@ def _answer(summary: dict[str, Any], first: dict | None, labels: tuple[str, str]
     return answer
 
 
-def _charts(rows: list[dict], first: dict | None, rank: int, labels: tuple[str, str]) -> list[Chart]:
+def _run_folder(label: str, folder: Path) -> Path | None:
+    """A run summary.json names as it was given to monitor compare: absolute, or relative to where that ran (here,
+    or the compare folder's parent)."""
+    path = Path(label)
+    return next((p for p in ([path] if path.is_absolute() else [Path.cwd() / path, folder.parent / path])
+                 if p.is_dir()), None)
+
+
+def _logged_anomalies(summary: dict[str, Any], folder: Path, notes: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    """(``A`` or ``B``, anomaly) for every anomaly the two runs' monitors logged, by step; what cannot be read is
+    said in ``notes`` (the page shows the rest)."""
+    found = []
+    for side, key in (("A", "a"), ("B", "b")):
+        label = str(summary.get(key) or "")
+        run = _run_folder(label, folder) if label else None
+        if run is None and label:
+            notes.append(f"{side}'s logged anomalies (spikes) are not shown: its run folder {label!r} is not found "
+                         "from here; run probe report where probe monitor compare ran")
+        if run is None:
+            continue
+        for path in sorted([*run.glob(ANOMALIES), *run.glob(f"*/{ANOMALIES}")]):
+            try:
+                logged = json.loads(path.read_text(encoding="utf-8"))
+                if not isinstance(logged, list) or not all(isinstance(a, dict) and all(k in a for k in ANOMALY_KEYS)
+                                                           and isinstance(a["step"], int) and isinstance(a["rank"], int)
+                                                           for a in logged):
+                    raise ValueError(f"not a list of anomalies with {', '.join(ANOMALY_KEYS)}")
+            except (OSError, UnicodeDecodeError, ValueError) as exc:
+                notes.append(f"{path}: not shown ({exc}); it is probe monitor's log of the run: run it again to "
+                             "rewrite it")
+                continue
+            found += [(side, a) for a in logged]
+    return sorted(found, key=lambda found: (found[1]["step"], found[0]))
+
+
+def _anomaly_listing(logged: list[tuple[str, dict[str, Any]]]) -> Listing:
+    listing = Listing("anomalies", f"Anomalies the monitors logged as the runs trained ({len(logged)}), by step",
+                      ["step", "rank", "run", "quantity", "parameter", "kind", "what"], [], [])
+    for side, a in logged[:MAX_ANOMALIES_LISTED]:
+        listing.rows.append([str(a["step"]), str(a["rank"]), side, str(a["metric"]), str(a["name"]), str(a["kind"]),
+                             str(a["detail"])])
+        listing.results.append("error" if a["kind"] == "nan/inf" else "warning")
+    if len(logged) > MAX_ANOMALIES_LISTED:
+        listing.note = f"{len(logged) - MAX_ANOMALIES_LISTED} more in the runs' {ANOMALIES} files"
+    return listing
+
+
+def _marks(rows: list[dict], rank: int, logged: list[tuple[str, dict[str, Any]]]) -> list[tuple[float, str, str]]:
+    """The chart's anomaly marks: NaN/Inf where the compare met it (a row of ``rank``), one a step; and the spikes
+    the runs' monitors logged at ``rank``, one a step and run."""
+    marks: dict[tuple[int, str, str], list[str]] = {}  # (step, kind, run) -> what
+    for r in rows:
+        if r.get("nan_inf") and r["_rank"] == rank:
+            marks.setdefault((r["_step"], "nan-inf", ""), []).append(f"{r['quantity']} of {r['name']}")
+    for side, a in logged:
+        if a["kind"] != "nan/inf":  # NaN/Inf: the compare's rows say it (on the side it happened)
+            marks.setdefault((a["step"], "spike", side), []).append(f"{a['metric']} of {a['name']}: {a['detail']}")
+    out = []
+    for (step, kind, side), what in sorted(marks.items()):
+        head = "NaN/Inf" if kind == "nan-inf" else f"{len(what)} spike{'s' if len(what) > 1 else ''} in {side}"
+        more = f"; ... ({len(what)} in all)" if len(what) > 3 else ""
+        out.append((float(step), kind, f"step {step}: {head}: " + "; ".join(what[:3]) + more))
+    return out
+
+
+def _charts(rows: list[dict], first: dict | None, rank: int, labels: tuple[str, str],
+            logged: list[tuple[str, dict[str, Any]]]) -> list[Chart]:
     mark = [(float(first["step"]), "runs part")] if first else []
-    anomalies = sorted({(float(r["_step"]), f"NaN/Inf: {r['quantity']} of {r['name']}") for r in rows
-                        if r.get("nan_inf") and r["_rank"] == rank})
+    anomalies = _marks(rows, rank, logged)
     charts = []
     norms = sorted((r for r in rows if r["quantity"] == "grad_norm" and r["_rank"] == rank), key=lambda r: r["_step"])
     if norms:

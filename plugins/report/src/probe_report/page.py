@@ -13,8 +13,6 @@ from importlib.resources import files
 from probe_report import svg
 from probe_report.model import Answer, Listing, Node, Report, Table, short
 
-DASH = " \u2014 "
-
 
 def _asset(name: str) -> str:
     return files("probe_report").joinpath(name).read_text(encoding="utf-8")
@@ -48,11 +46,10 @@ def _answer(answer: Answer) -> str:
         out.append(f'<p class="reason">{label}{escape(answer.reason)}</p>')
     source = answer.source
     if source is not None:
-        out.append(f'<div class="source-line"><h3>Your code</h3><code>{escape(source.file)}, line {source.line}, in '
+        out.append(f'<div class="source-line"><h3>Your code</h3><code>{escape(source.file)}:{source.line} in '
                    f'{escape(source.func)}</code><pre>{escape(source.code)}</pre></div>')
-    if answer.stack:
-        items = "".join(f'<li class="{"user" if f.user else "lib"}">{escape(f.file)}:{f.line} in {escape(f.func)}'
-                        f'{DASH + escape(f.code) if f.code else ""}</li>' for f in answer.stack)
+    if answer.stack:  # a frame per line: file:line in function — code
+        items = "".join(f'<li class="{"user" if f.user else "lib"}">{escape(f.one_line())}</li>' for f in answer.stack)
         out.append(f"<details><summary>full stack ({len(answer.stack)} frames, innermost first)</summary>"
                    f'<ol class="stack">{items}</ol></details>')
     if answer.next_steps:

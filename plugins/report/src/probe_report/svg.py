@@ -81,8 +81,10 @@ def chart(spec: Chart) -> str:
                    f'y1="{TOP}" y2="{TOP + plot_h}"><title>{escape(text)}</title></line>'
                    f'<text class="mark-label" x="{min(px(x) + 4, WIDTH - RIGHT - 150):.1f}" y="{TOP + 24}">'
                    f'{escape(text[:60])}</text>')
-    for x, text in spec.anomalies:
-        out.append(f'<path class="anomaly" d="M{px(x):.1f},{TOP - 2} l-5,-9 h10 z"><title>{escape(text)}</title></path>')
+    for x, kind, text in spec.anomalies:  # a labelled triangle over the step; what it is on hover
+        out.append(f'<path class="anomaly {escape(kind)}" d="M{px(x):.1f},{TOP - 2} l-5,-9 h10 z">'
+                   f'<title>{escape(text)}</title></path><text class="anomaly-label" x="{px(x) + 7:.1f}" '
+                   f'y="{TOP - 3}">{"NaN/Inf" if kind == "nan-inf" else escape(kind)}</text>')
     for i, series in enumerate(spec.series):
         y = 12 + 0 * i
         x = LEFT + i * 230

@@ -26,6 +26,7 @@ from typing import Any
 from probe_core import hookimpl
 from probe_core.collect.debugger import build_collector
 from probe_core.collect.session import Summary
+from probe_core.config import SUMMARY_MODE_DEFAULT
 from probe_core.errors import CollectionError, ProbeError
 from probe_core.outputs import human_size
 from probe_core.selection import spans
@@ -133,7 +134,9 @@ def print_summary(summary: Summary, code: int, config: Any) -> None:
     table = Table(title="probe run — collection summary", show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value")
-    table.add_row("task / level", Text(f"{config.task} / {config.level}"))
+    mode = config.summary_mode  # md5 is task statistics with summary_mode md5, as msprobe spells it
+    task = config.task if mode == SUMMARY_MODE_DEFAULT else f"{config.task} (summary_mode {mode})"
+    table.add_row("task / level", Text(f"{task} / {config.level}"))
     table.add_row("steps written", spans(summary.steps) or "none")
     table.add_row("ranks", spans(summary.ranks) or "none")
     table.add_row("entries", str(summary.entries))

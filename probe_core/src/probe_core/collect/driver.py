@@ -22,6 +22,7 @@ start/stop/step/close and ``save`` — is here, shared by every collector.
 
 from __future__ import annotations
 
+import sys
 import warnings
 import weakref
 from collections.abc import Callable
@@ -273,6 +274,10 @@ class CollectorBase:
         if self.session.all_steps_done:
             self.recording = self._await_forward = False
             self._uninstall()
+            if self.auto_step and self.session.config.top.get("exit_after_last_step"):
+                print(f"probe: exit_after_last_step: the script ends after step {self.session.step - 1}, the last "
+                      "one the step filter selects", file=sys.stderr)
+                raise SystemExit(0)  # every rank ends at the same step: none waits in a collective for another
         elif self._watch_forward and self.recording:
             self.recording, self._await_forward = False, True  # the next step starts at its first forward
 

@@ -13,7 +13,6 @@ a chunk at a time in the target's execution order and rows stream to a spool, th
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,37 +21,18 @@ from typing import Any
 from probe_core.compare import output
 from probe_core.compare.judge import EntryFacts, NoiseReference
 from probe_core.compare.options import CompareOptions, RankResult
-from probe_core.compare.rank import PendingRank, _probe_warning, compare_ranks, rank_label, write_rank
+from probe_core.compare.pairs import compare_pairs, dump_spec, pair_dumps
+from probe_core.compare.rank import write_rank
 from probe_core.compare.rules import ERROR, PASS, UNMATCHED, WARNING
 from probe_core.compare.verdicts import JobAnswer, StepFacts, first_of_job, judge_job
 from probe_core.dump import RankDump, discover
 from probe_core.dump.order import is_communication
-from probe_core.errors import CompareError
 from probe_core.executor import ExecutorChoice, RegistryRef, job_executor, registry_of, registry_ref, run_jobs
 from probe_core.gcpause import collector_paused
 from probe_core.outputs import output_folder, writing
 
 __all__ = ["CompareOptions", "RankResult", "compare_chain", "compare_chains", "compare_pairs", "pair_dumps",
            "run_compare"]
-
-
-def pair_dumps(targets: list[RankDump], benches: list[RankDump]) -> list[tuple[RankDump, RankDump]]:
-    """Pair rank dumps by (step, rank); a single dump on each side pairs whatever its names."""
-    if len(targets) == 1 and len(benches) == 1:
-        return [(targets[0], benches[0])]
-    key = lambda d: (d.step if d.step is not None else 0, d.rank if d.rank is not None else 0)  # noqa: E731
-    by_key = {key(b): b for b in benches}
-    pairs = [(t, by_key[key(t)]) for t in targets if key(t) in by_key]
-    if not pairs:
-        have_t = sorted(key(t) for t in targets)
-        have_b = sorted(key(b) for b in benches)
-        raise CompareError(f"no (step, rank) in common: target has {have_t}, bench has {have_b}; "
-                           f"pick one pair with --step/--rank or point at rank folders")
-    missing = [key(t) for t in targets if key(t) not in by_key]
-    if missing:
-        warnings.warn(f"no bench dump for target (step, rank) {missing}; they are skipped", _probe_warning(),
-                      stacklevel=2)
-    return pairs
 
 
 def run_compare(options: CompareOptions, registry) -> dict[str, Any]:
@@ -140,7 +120,7 @@ def compare_chains(pairs: Sequence[tuple[RankDump, RankDump]], registry, options
         return [compare_chain(chain, registry, options, references.get(rank)) for rank, chain in chains.items()]
     from rich.progress import Progress
 
-    specs = [[(_spec(t), _spec(b)) for t, b in chain] for chain in chains.values()]
+    specs = [[(dump_spec(t), dump_spec(b)) for t, b in chain] for chain in chains.values()]
     alone = dataclasses.replace(options, workers=1, progress=False)
     results = []
     with Progress(transient=True, disable=not options.progress) as bar, \
@@ -153,10 +133,6 @@ def compare_chains(pairs: Sequence[tuple[RankDump, RankDump]], registry, options
             options.written.extend(path for rank in result.results for path in (rank.csv, rank.xlsx) if path)
             bar.advance(task)
     return results
-
-
-def _spec(dump: RankDump) -> tuple[Path, int | None, int | None, bool]:
-    return (dump.dump_file, dump.step, dump.rank, dump.lenient)
 
 
 def _chain_job(specs: Sequence[tuple[tuple, tuple]], ref: RegistryRef, options: CompareOptions,
@@ -206,34 +182,3 @@ def _job_first(answer: JobAnswer | None,
     if answer.concurrent:
         described["concurrent"] = [{"rank": rank, "name": name} for rank, name in answer.concurrent]
     return described
-
-
-def _pair_job(target: tuple, bench: tuple, ref: RegistryRef, options: CompareOptions) -> PendingRank:
-    """One step of a rank in a worker process (``--workers`` with a single rank's several steps)."""
-    return compare_ranks(RankDump(*target), RankDump(*bench), registry_of(ref), options)
-
-
-def compare_pairs(pairs, registry, options: CompareOptions) -> list[PendingRank]:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), transient=True, disable=not options.progress)
-    results = []
-    with progress:
-        if options.workers > 1 and len(pairs) > 1:  # one process per rank pair
-            n = len(pairs)
-            task = progress.add_task(f"compare {n} rank dumps", total=n)
-            alone = dataclasses.replace(options, workers=1, progress=False)
-            with job_executor(ExecutorChoice("local", options.workers), n) as executor:
-                for result in run_jobs(executor, _pair_job, [_spec(t) for t, _ in pairs],
-                                       [_spec(b) for _, b in pairs], [registry_ref(registry)] * n, [alone] * n):
-                    results.append(result)
-                    progress.advance(task, 1)
-            return results
-        for target, bench in pairs:
-            task = progress.add_task(f"compare {rank_label(target)}", total=None)
-            results.append(compare_ranks(
-                target, bench, registry, options,
-                advance=lambda n, task=task: progress.advance(task, n),
-                on_total=lambda total, task=task: progress.update(task, total=total)))
-    return results

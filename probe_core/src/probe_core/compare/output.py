@@ -32,6 +32,7 @@ from probe_core.fastjson import float_texts, numbers_json
 from probe_core.modes import DataMode
 from probe_core.outputs import OutputError, create_exclusive, write_new, writing
 from probe_core.selection import SHOWN_ROWS, abridged, gaps, spans
+from probe_core.stackframe import parse_stack
 
 try:
     from probe_core import _reprs  # the C helper: join_rows
@@ -334,10 +335,9 @@ def print_summary(summary: dict[str, Any], console=None) -> None:
                           highlight=False, markup=False)
         if first.get("module"):
             console.print(f"  module: {first['module']}", highlight=False, markup=False)
-        stack = first.get("stack") or []
-        own_code = [line for line in stack if "site-packages" not in line and "dist-packages" not in line]
-        for line in (own_code or stack)[:3]:  # innermost frames of the user's code first
-            console.print(f"  {line.strip()}", highlight=False, soft_wrap=True, markup=False)
+        frames = parse_stack(first.get("stack"))
+        for frame in ([f for f in frames if f.user] or frames)[:3]:  # innermost frames of the user's code first
+            console.print(f"  {frame.one_line()}", highlight=False, soft_wrap=True, markup=False)
     else:
         console.print("[green]No divergent entry: no entry adds more error than its inputs and precision explain.[/]")
     unmatched: dict[tuple[str, tuple[str, ...]], list[str]] = {}  # the same names on many ranks: one line

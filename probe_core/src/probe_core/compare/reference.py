@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from probe_core.compare.judge import NoiseReference
+from probe_core.compare.options import CompareOptions
+from probe_core.compare.pairs import compare_pairs, pair_dumps
 from probe_core.dump import discover
 from probe_core.errors import CompareError, ProbeError
 
@@ -34,8 +36,6 @@ def noise_references(pair: tuple[Path, Path], registry: Any, *, ranks: Sequence[
                      steps: Sequence[int] | None = None, lenient: bool = False,
                      progress: bool = False) -> dict[int, NoiseReference]:
     """Compare the benign ``pair`` (facts only) and return each rank's noise."""
-    from probe_core.compare.engine import CompareOptions, compare_pairs, pair_dumps
-
     try:
         targets = discover(pair[0], ranks=ranks, steps=steps, lenient=lenient)
         benches = discover(pair[1], ranks=ranks, steps=steps, lenient=lenient)
