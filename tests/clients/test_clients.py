@@ -57,12 +57,13 @@ def test_client_under_probe_run(name, level, tmp_path_factory, record_property):
 
 
 @_group("torch-compile")
-def test_torch_compile_says_what_it_cannot_record(tmp_path_factory):
+def test_torch_compile_records_inside_and_says_what_it_cannot(tmp_path_factory):
     result = _result("torch-compile", tmp_path_factory)
     for run in (*result.clean.values(), *result.planted.values()):
-        assert "torch.compile compiled" in run.stderr and "NOT recorded" in run.stderr
+        assert "torch.compile compiled" in run.stderr and "their backward is not" in run.stderr
         assert "global hooks" not in run.stderr  # torch's warning about probe's own hooks is handled
-    # what runs outside the compiled model is recorded, under the eager model's names
+    # inside and outside the compiled model, under the eager model's names
     names = result.clean["mix"].names(0)
     assert "Functional.cross_entropy.0.backward" in names and "Module.0.Linear.parameters_grad.0" in names
+    assert "Functional.gelu.0.forward" in names and "Module.1.GELU.forward.0" in names
     assert not any("_orig_mod" in n or "OptimizedModule" in n for n in names)

@@ -130,3 +130,24 @@ def test_arguments_are_recorded_as_the_user_passed_them(tmp_path):
     stacks = {name: lines for names, lines in load(rank_dir / "stack.json").values() for name in names}
     assert stacks["Functional.layer_norm.0.forward"][0].endswith("F.layer_norm(x, (4,), w, b, 1e-5)")
     assert __file__ in stacks["Functional.cross_entropy.0.forward"][0]
+
+
+def test_torchs_list_operations_are_recorded_as_msprobe_records_them(tmp_path):
+    """``torch._foreach_*`` (gradient clipping, the foreach optimizers on GPUs) are private names that are
+    operators: msprobe records them (``Torch._foreach_norm``), each list of tensors as a list."""
+    import torch
+
+    from probe_torch import PrecisionDebugger
+
+    weights = [torch.ones(3), torch.full((2,), 2.0)]
+    debugger = PrecisionDebugger(dump_path=str(tmp_path), task="statistics", level="L1")
+    debugger.start()
+    torch._foreach_norm(weights)
+    torch._foreach_mul_(weights, 0.5)
+    debugger.stop()
+    debugger.step()
+    data = load(tmp_path / "step0" / "rank0" / "dump.json")["data"]
+    assert list(data) == ["Torch._foreach_norm.0.forward", "Torch._foreach_mul_.0.forward"]
+    norms = data["Torch._foreach_norm.0.forward"]["output"]
+    assert [round(leaf["Max"], 4) for leaf in norms] == [1.7321, 2.8284]
+    assert [leaf["Max"] for leaf in data["Torch._foreach_mul_.0.forward"]["input_args"][0]] == [1.0, 2.0]

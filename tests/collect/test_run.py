@@ -29,7 +29,8 @@ def test_run_unmodified_script_writes_one_folder_per_optimizer_step(tmp_path):
         names = _names(tmp_path / "probe_dump" / f"step{step}" / "rank0")
         assert "Module.0.Linear.forward.0" in names and "Functional.linear.0.forward" in names
         assert "Module.2.Linear.parameters_grad.0" in names
-        assert not any("_foreach" in n or "optim" in n.lower() for n in names)  # optimizer internals are not APIs
+        # the step ends with its update: SGD's param.add_(grad, alpha=-lr) for each of the four parameters
+        assert names[-4:] == [f"Tensor.add_.{i}.forward" for i in range(4)]
     assert not list((tmp_path / "probe_dump").rglob(".journal.jsonl"))
     # recording starts at the model's first forward: construction and weight init (torch.empty's
     # uninitialised memory, kaiming_uniform_) are no entries, as with start() called after them

@@ -33,6 +33,12 @@ def entry(index: int, name: str, inp: float = 0.0, out: float = 0.0, param: floa
                       side=side, **extra)
 
 
+def keyed_leaf(name: str, role: str, key: tuple) -> TensorMeta:
+    """A target tensor leaf whose judge key (shape, dtype, Max, Min, Mean, Norm) is ``key``."""
+    shape, dtype, *stats = key
+    return TensorMeta(name, role, "torch.Tensor", dtype, shape, *stats, is_tensor=True)
+
+
 def training_step(fc_param: float = 0.0, fc_out: float = U, loss_out: float = U, grad_out: float = U) -> list[EntryFacts]:
     """A step of ``loss(fc(x))``: forward, backward, the parameter gradients of fc."""
     return [entry(0, "Module.fc.Linear.forward.0", param=fc_param, out=fc_out),
@@ -88,8 +94,10 @@ def test_an_in_place_producer_is_named():
     """The consumer reads what an in-place call wrote (same statistics) where the bench reads another value."""
     written = ((4, 4), "torch.float32", 2.0, -1.0, 0.5, 3.0)
     facts = [entry(0, "Torch.matmul.0.forward", out=U),
-             entry(1, "Tensor.add_.0.forward", inp=0.0, out=0.0, stats_out=(written,)),
-             entry(2, "Functional.relu.0.forward", inp=1e-2, out=1e-2, stats_in=(written,)),
+             entry(1, "Tensor.add_.0.forward", inp=0.0, out=0.0,
+                   pairs=[(keyed_leaf("Tensor.add_.0.forward.output.0", "output", written), None)]),
+             entry(2, "Functional.relu.0.forward", inp=1e-2, out=1e-2, fresh_in=[(1e-2, 0)],
+                   pairs=[(keyed_leaf("Functional.relu.0.forward.input.0", "input", written), None)]),
              entry(3, "Functional.mse_loss.0.forward", inp=1e-2, out=1e-2)]
     judged = judge_step(facts, 0)
     assert (judged.first.name, judged.first.kind) == ("Tensor.add_.0.forward", "in-place")
@@ -103,8 +111,10 @@ def test_an_unchanged_input_from_a_getitem_names_no_in_place_call():
     assert _in_place("Tensor.add_.0.forward") and _in_place("Tensor.__iadd__.0.forward")
     assert not _in_place("Tensor.__getitem__.0.forward") and not _in_place("Torch.add.0.forward")
     labels = ((6,), "torch.int64", 3, 1)
-    facts = [entry(0, "Tensor.__getitem__.0.forward", stats_out=(labels,)),
-             entry(1, "Functional.cross_entropy.0.forward", inp=1e-2, out=1e-2, stats_in=(labels,))]
+    facts = [entry(0, "Tensor.__getitem__.0.forward", pairs=[(keyed_leaf("Tensor.__getitem__.0.forward.output.0", "output",
+                                                                   labels), None)]),
+             entry(1, "Functional.cross_entropy.0.forward", inp=1e-2, out=1e-2, fresh_in=[(1e-2, 0)],
+                   pairs=[(keyed_leaf("Functional.cross_entropy.0.forward.input.0", "input", labels), None)])]
     judged = judge_step(facts, 1)
     assert (judged.first.name, judged.first.kind) == ("Functional.cross_entropy.0.forward", "inputs")
 

@@ -116,3 +116,16 @@ def test_mapping_renames_and_a_second_import_replaces_the_first(tmp_path):
     assert "Module.layers.0.ln1.LayerNorm.input.0" in names and not any("blocks." in n for n in names)
     assert _query(db, "SELECT count(*) FROM trend_data") == [(312,)]
     assert [p.name for p in (tmp_path / "db").iterdir()] == ["dump_data.trend.db"]  # no temporary file left
+
+
+def test_the_newest_run_of_a_rank_is_chosen_by_its_date_not_its_name(tmp_path):
+    """msprobe's folders start with the month's name: ``Dec`` sorts before ``Feb`` as text; the
+    run of December is the newest of these two whatever the text order says."""
+    from probe_data2db.monitor_rows import rank_folders
+
+    for name in ("Feb03_10-00-00-rank0-aa", "Dec01_09-00-00-rank0-bb", "Apr09_11-00-00-rank1-cc"):
+        (tmp_path / name).mkdir()
+    layout, folders = rank_folders(tmp_path)
+    assert layout.startswith("msprobe's layout")
+    assert {rank: folder.name for rank, folder in folders.items()} == {0: "Dec01_09-00-00-rank0-bb",
+                                                                       1: "Apr09_11-00-00-rank1-cc"}

@@ -54,6 +54,15 @@ def read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
         return list(reader.fieldnames or ()), list(reader)
 
 
+def rank_dir(out: Path, rank: int = 0) -> Path:
+    """The one folder of ``rank`` in a monitor output: msprobe's ``{time}-rank{R}-{id}``."""
+    from probe_monitor.layout import MSPROBE_DIR
+
+    found = [p for p in out.iterdir() if (m := MSPROBE_DIR.match(p.name)) and int(m["rank"]) == rank]
+    assert len(found) == 1, sorted(p.name for p in out.iterdir())
+    return found[0]
+
+
 def write_config(path: Path, **keys) -> Path:
     path.write_text(json.dumps(keys))
     return path

@@ -1,5 +1,5 @@
-"""Two ranks under torchrun (gloo, DDP): one folder per rank; the reduced gradients are equal across ranks and
-differ from each rank's unreduced (local) ones."""
+"""Two ranks under torchrun (gloo, DDP): one folder per rank (msprobe's ``{time}-rank{R}-{id}``); the reduced
+gradients are equal across ranks and differ from each rank's unreduced (local) ones."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.monitor.helpers import PROBE, ROOT, SCRIPTS, read_csv, run
+from tests.monitor.helpers import PROBE, ROOT, SCRIPTS, rank_dir, read_csv, run
 from tests.ports import free_port
 
 
@@ -18,11 +18,11 @@ def test_two_ranks_reduced_equal_unreduced_local(tmp_path):
     run(torchrun, "--nproc_per_node=2", f"--master_port={free_port()}", PROBE, "run", "--task", "monitor", "--dump-path", "out",
         SCRIPTS / "ddp_train.py", cwd=tmp_path, PYTHONPATH=str(ROOT))
     # a distributed job keeps its run marker (probe_core.collect.runlock)
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".probe_run.json", "rank0", "rank1"]
+    assert sorted(p.name.split("-rank")[-1][:1] for p in (tmp_path / "out").iterdir()) == [".", "0", "1"]
     for step in range(3):
         reduced, unreduced = [], []
         for rank in (0, 1):
-            folder = tmp_path / "out" / f"rank{rank}"
+            folder = rank_dir(tmp_path / "out", rank)
             reduced.append({r["name"]: float(r["norm"]) for r in read_csv(folder / f"grad_reduced_{step}-{step}.csv")[1]})
             unreduced.append({r["name"]: float(r["norm"])
                               for r in read_csv(folder / f"grad_unreduced_{step}-{step}.csv")[1]})

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.monitor.helpers import SCRIPTS, probe, read_csv, train_here, write_config
+from tests.monitor.helpers import SCRIPTS, probe, rank_dir, read_csv, train_here, write_config
 
 ms = pytest.importorskip("mindspore")
 
@@ -53,12 +53,12 @@ def test_statistics_equal_the_tensors(tmp_path):
         _, grads = grad_fn(x, ms.Tensor(rng.integers(0, 3, 16).astype(np.int32)))
         seen[("grad", step)] = dict(zip(names, (g.asnumpy().copy() for g in grads)))
         seen[("origin", step)] = {n: p.asnumpy().copy() for n, p in zip(names, optimizer.parameters)}
+        seen[("m", step)] = {n: m.asnumpy().copy() for n, m in zip(names, optimizer.moment1)}  # as the step starts
+        seen[("v", step)] = {n: v.asnumpy().copy() for n, v in zip(names, optimizer.moment2)}
         optimizer(grads)
         seen[("updated", step)] = {n: p.asnumpy().copy() for n, p in zip(names, optimizer.parameters)}
-        seen[("m", step)] = {n: m.asnumpy().copy() for n, m in zip(names, optimizer.moment1)}
-        seen[("v", step)] = {n: v.asnumpy().copy() for n, v in zip(names, optimizer.moment2)}
     mon.close()
-    out = tmp_path / "out" / "rank0"
+    out = rank_dir(tmp_path / "out")
     for step in range(2):
         for tag, key in (("grad_unreduced", "grad"), ("grad_reduced", "grad"), ("param_origin", "origin"),
                          ("param_updated", "updated"), ("exp_avg", "m"), ("exp_avg_sq", "v")):
@@ -74,10 +74,11 @@ def test_probe_run_writes_what_trainermon_writes_and_training_is_untouched(tmp_p
     probe("run", "--task", "monitor", "-c", config, "--dump-path", "run_out", script, "--save", "run.npz", cwd=tmp_path)
     train_here("--monitor", config, "--out", "api_out", "--save", "api.npz", cwd=tmp_path, script=script)
     train_here("--save", "plain.npz", cwd=tmp_path, script=script)
-    files = sorted(p.name for p in (tmp_path / "api_out" / "rank0").glob("*.csv"))
+    files = sorted(p.name for p in rank_dir(tmp_path / "api_out").glob("*.csv"))
     assert "actv_grad_2-2.csv" in files and "exp_avg_sq_2-2.csv" in files
     for name in files:
-        assert (tmp_path / "run_out" / "rank0" / name).read_text() == (tmp_path / "api_out" / "rank0" / name).read_text()
+        assert (rank_dir(tmp_path / "run_out") / name).read_text() == \
+            (rank_dir(tmp_path / "api_out") / name).read_text()
     plain = np.load(tmp_path / "plain.npz")
     for monitored in ("api.npz", "run.npz"):
         other = np.load(tmp_path / monitored)

@@ -12,7 +12,8 @@ import torch
 from openpyxl import load_workbook
 from PIL import Image
 
-from tests.monitor.helpers import SCRIPTS, monitor_here, monitor_run, probe, probe_here, read_csv, train_here, write_config
+from tests.monitor.helpers import (SCRIPTS, monitor_here, monitor_run, probe, probe_here, rank_dir, read_csv, train_here,
+                                   write_config)
 
 STEPS = "6"
 
@@ -37,7 +38,7 @@ def _compare(root: Path, a: str, b: str, out: str) -> tuple[dict, str]:
 
 
 def test_unmodified_script_is_monitored_step_by_step(runs):
-    folder = runs / "base" / "rank0"
+    folder = rank_dir(runs / "base")
     tags = {p.name.rsplit("_", 1)[0] for p in folder.glob("*.csv")}
     assert tags == {"grad_unreduced", "grad_reduced", "grad_norm", "param_origin", "param_updated", "exp_avg",
                     "exp_avg_sq"}
@@ -49,8 +50,8 @@ def test_unmodified_script_is_monitored_step_by_step(runs):
 
 
 def test_step_closure_records_what_a_plain_step_records(runs):
-    for path in sorted((runs / "base" / "rank0").glob("*.csv")):
-        assert (runs / "closure" / "rank0" / path.name).read_text() == path.read_text(), path.name
+    for path in sorted(rank_dir(runs / "base").glob("*.csv")):
+        assert (rank_dir(runs / "closure") / path.name).read_text() == path.read_text(), path.name
 
 
 def test_training_is_bitwise_identical_with_and_without_the_monitor(tmp_path):
@@ -61,8 +62,8 @@ def test_training_is_bitwise_identical_with_and_without_the_monitor(tmp_path):
     assert probe_here("run", "--task", "monitor", "-c", config, "--dump-path", "run_out", SCRIPTS / "train.py",
                       "--steps", "4", "--closure", "--save", "run.pt", cwd=tmp_path) == 0
     train_here("--steps", "4", "--closure", "--save", "closure.pt", cwd=tmp_path)
-    assert (tmp_path / "api_out" / "rank0" / "actv_grad_3-3.csv").is_file()
-    assert (tmp_path / "run_out" / "rank0" / "actv_3-3.csv").is_file()
+    assert (rank_dir(tmp_path / "api_out") / "actv_grad_3-3.csv").is_file()
+    assert (rank_dir(tmp_path / "run_out") / "actv_3-3.csv").is_file()
     for plain, monitored in (("plain.pt", "api.pt"), ("closure.pt", "run.pt")):
         a, b = torch.load(tmp_path / plain), torch.load(tmp_path / monitored)
         assert all(torch.equal(x, y) for x, y in zip(a["losses"], b["losses"], strict=True))
@@ -118,7 +119,7 @@ def test_nan_in_one_layer_at_step_5_is_reported_at_step_5(tmp_path, capfd):
     lines = [line for line in stderr.splitlines() if line.startswith("probe monitor: step")]
     assert lines[0] == ("probe monitor: step 5 rank 0: grad_reduced of fc2.weight: NaN/Inf "
                         "(min=nan, max=nan, mean=nan, norm=nan)")
-    anomalies = json.loads((tmp_path / "out" / "rank0" / "anomalies.json").read_text())
+    anomalies = json.loads((rank_dir(tmp_path / "out") / "anomalies.json").read_text())
     assert anomalies[0] | {"detail": ""} == {"step": 5, "rank": 0, "metric": "grad_reduced", "name": "fc2.weight",
                                             "module": "fc2", "kind": "nan/inf", "stat": "min", "value": "nan",
                                             "detail": ""}
@@ -128,7 +129,7 @@ def test_nan_in_one_layer_at_step_5_is_reported_at_step_5(tmp_path, capfd):
 
 def test_gradient_spike_is_reported_at_its_step_only(tmp_path):
     monitor_here("out", "--steps", "10", "--spike-step", "7", cwd=tmp_path)
-    anomalies = json.loads((tmp_path / "out" / "rank0" / "anomalies.json").read_text())
+    anomalies = json.loads((rank_dir(tmp_path / "out") / "anomalies.json").read_text())
     assert {a["step"] for a in anomalies} == {7}
     assert {a["kind"] for a in anomalies} == {"AnomalyZScore"}
     assert {a["metric"] for a in anomalies} == {"grad_unreduced", "grad_reduced", "grad_norm"}

@@ -18,7 +18,7 @@ import torch
 from probe_core.errors import CollectionError
 from probe_monitor.errors import MonitorError
 from probe_torch import TrainerMon
-from tests.monitor.helpers import SCRIPTS, TRAIN, write_config
+from tests.monitor.helpers import SCRIPTS, TRAIN, rank_dir, write_config
 from tests.robustness.helpers import PROBE, assert_clean_error, env
 
 
@@ -62,7 +62,7 @@ def test_one_writer_at_a_time_and_no_mixing_of_two_runs(tmp_path):
                              text=True)
     try:
         deadline = time.monotonic() + 120
-        while not list((tmp_path / "out" / "rank0").glob("grad_reduced_0-0.csv")) and time.monotonic() < deadline:
+        while not list((tmp_path / "out").glob("*-rank0-*/grad_reduced_0-0.csv")) and time.monotonic() < deadline:
             time.sleep(0.1)  # the first run holds the folder and has written its step 0
         second = monitor(tmp_path, "out", TRAIN, "--steps", 2, config=config)
         assert_clean_error(second, '"out" is being written by another probe run')
@@ -72,17 +72,20 @@ def test_one_writer_at_a_time_and_no_mixing_of_two_runs(tmp_path):
         go.touch()
         stdout, stderr = first.communicate(timeout=120)
     assert first.returncode == 0, stderr
-    assert steps_in(tmp_path / "out" / "rank0") == [0, 1, 2]  # the first run's data, whole
+    assert steps_in(rank_dir(tmp_path / "out")) == [0, 1, 2]  # the first run's data, whole
 
-    with pytest.raises(MonitorError, match=r'out: already holds a monitor run \(rank0\); .* "overwrite": true'):
+    first_folder = rank_dir(tmp_path / "out")
+    refused = rf'out: already holds a monitor run \({first_folder.name}\); .* "overwrite": true'
+    with pytest.raises(MonitorError, match=refused):
         trainer_mon(tmp_path, "out")
-    assert steps_in(tmp_path / "out" / "rank0") == [0, 1, 2]
+    assert steps_in(rank_dir(tmp_path / "out")) == [0, 1, 2]
 
     trainer_mon(tmp_path, "out", overwrite=True)
-    assert steps_in(tmp_path / "out" / "rank0") == [0, 1]  # the new run only: the old one was removed
-    with open(tmp_path / "out" / "rank0" / "grad_reduced_0-0.csv", newline="") as handle:
+    assert steps_in(rank_dir(tmp_path / "out")) == [0, 1]  # the new run only: the old one was removed
+    assert not first_folder.exists()
+    with open(rank_dir(tmp_path / "out") / "grad_reduced_0-0.csv", newline="") as handle:
         assert {row["name"] for row in csv.DictReader(handle)} == {"weight", "bias"}
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["rank0"]  # lock and marker gone
+    assert [p.name for p in (tmp_path / "out").iterdir()] == [rank_dir(tmp_path / "out").name]  # lock, marker gone
 
 
 def test_no_write_through_a_symbolic_link(tmp_path):
@@ -92,11 +95,12 @@ def test_no_write_through_a_symbolic_link(tmp_path):
     with pytest.raises(MonitorError, match="linked: is a symbolic link"):
         trainer_mon(tmp_path, "linked")
     (tmp_path / "out").mkdir()
-    (tmp_path / "out" / "rank0").symlink_to(elsewhere, target_is_directory=True)
-    with pytest.raises(CollectionError, match="out/rank0: is a symbolic link"):
-        trainer_mon(tmp_path, "out")
+    link = tmp_path / "out" / "Jan02_03-04-05-rank0-0123abcd"  # an earlier run's rank folder, linked
+    link.symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(MonitorError, match=f"{link.name}: is a symbolic link"):
+        trainer_mon(tmp_path, "out", overwrite=True)  # not even removed through
     assert list(elsewhere.iterdir()) == []
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["rank0"]  # no lock left behind
+    assert [p.name for p in (tmp_path / "out").iterdir()] == [link.name]  # no lock left behind
 
 
 def test_a_full_disk_keeps_the_finished_steps_and_is_one_error_line(tmp_path):
@@ -108,7 +112,7 @@ def test_a_full_disk_keeps_the_finished_steps_and_is_one_error_line(tmp_path):
                           step_count_per_record=100_000)
     done = monitor(tmp_path, "out", TRAIN, "--steps", 300, config=config, preexec=small_disk)
     line = assert_clean_error(done, "writing the monitor output of step", "the disk is full", "_0-")
-    folder = tmp_path / "out" / "rank0"
+    folder = rank_dir(tmp_path / "out")
     files = sorted(folder.glob("*.csv"))
     last = {int(p.stem.rsplit("-", 1)[1]) for p in files}
     assert len(last) == 1, files  # every quantity's file ends at the same step
@@ -142,4 +146,4 @@ def test_a_bad_live_config_edit_is_one_warning_and_training_goes_on(tmp_path):
                                           'key "step_interval"', 'key "format": "parquet"', "top level"]):
         assert str(config) in warning and needle in warning, (needle, warning)
     # the last good config recorded every step through the typos; the good edit switched it off
-    assert steps_in(tmp_path / "out" / "rank0") == list(range(len(typos) + 2))
+    assert steps_in(rank_dir(tmp_path / "out")) == list(range(len(typos) + 2))

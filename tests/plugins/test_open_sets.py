@@ -13,6 +13,7 @@ import pytest
 from tests.compare.dumps import write_dump
 from tests.compare.helpers import read_csv, read_summary, result_csv
 from tests.config_check.conftest import REPO, run_probe
+from tests.monitor.helpers import rank_dir
 from tests.plugins.conftest import PACKAGES, TRAIN_SMALL, error_lines, pip_install, write_config
 
 
@@ -99,7 +100,7 @@ def test_a_plugin_adds_a_statistic_the_monitor_records(open_site, tmp_path):
     done = run_probe("run", "--task", "monitor", "-c", config, "--dump-path", tmp_path / "mon", monitor_train,
                      "--steps", "2", pythonpath=[open_site], cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    files = sorted((tmp_path / "mon" / "rank0").glob("grad_unreduced_*.csv"))
+    files = sorted(rank_dir(tmp_path / "mon").glob("grad_unreduced_*.csv"))
     rows = [row for path in files for row in csv.DictReader(path.open(newline=""))]
     assert rows and {"norm", "kurtosis"} <= set(rows[0])
     assert all(float(row["kurtosis"]) > 0 for row in rows)  # a kurtosis: positive, finite

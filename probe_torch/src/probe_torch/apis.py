@@ -57,9 +57,15 @@ DISTRIBUTED = (
 )
 
 
+#: Private names that are operators all the same, recorded as msprobe records them: torch's list operations
+#: (``Torch._foreach_norm``, ``Torch._foreach_mul_``: gradient clipping and the foreach optimizers on GPUs).
+RECORDED_PRIVATE = ("_foreach_",)
+
+
 def _skipped(name: str) -> bool:
-    """Metadata reads and private helpers (``torch._foreach_*``, profiler records, ...) are never entries."""
-    return name in METADATA or name.startswith("is_") or (name.startswith("_") and not name.startswith("__"))
+    """Metadata reads and private helpers (profiler records, ...) are never entries."""
+    return name in METADATA or name.startswith("is_") or \
+        (name.startswith("_") and not name.startswith(("__", *RECORDED_PRIVATE)))
 
 
 class ApiNames:
@@ -186,7 +192,7 @@ _SUBMODULES = ("linalg", "fft", "special", "nn.functional")
 def _operator_name(attr: str) -> bool:
     if attr.startswith("__"):
         return attr in DUNDERS or attr == "__getitem__"
-    return (not _skipped(attr) and attr not in NOT_OPERATORS and not attr.startswith("sym_")
+    return (not attr.startswith("_") and not _skipped(attr) and attr not in NOT_OPERATORS and not attr.startswith("sym_")
             and not attr.startswith(_NOT_OPERATOR_STARTS) and not any(part in attr for part in _NOT_OPERATOR_PARTS))
 
 

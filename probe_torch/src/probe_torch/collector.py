@@ -11,7 +11,9 @@ How calls are seen (chosen by measurement, see ``benchmarks/dump_overhead.py``):
   ``Tensor.__add__`` names, APIs written in Python (``F.layer_norm``) are
   wrapped so that entries show the arguments as the user passed them (not as
   ``handle_torch_function`` re-passes them), and ``torch.distributed``
-  collectives are wrapped as ``Distributed.*``;
+  collectives are wrapped as ``Distributed.*``; buffers a call writes without
+  reading them (a collective's output tensor, ``out=``) are recorded as null
+  inputs, as msprobe records them (:mod:`probe_torch.buffers`);
 * API backward (``api_backward: grad_fn``, the default, msprobe's layout): a
   hook on the gradient node of the call's first output sees the gradients
   w.r.t. that node's outputs and those it computes for its inputs (``linear``:
@@ -29,14 +31,19 @@ How calls are seen (chosen by measurement, see ``benchmarks/dump_overhead.py``):
   that change shape or storage (``unsqueeze_``, ``set_``), ``x[i] = v``,
   ``out=`` and collectives get no identity and no backward entry;
 * parameter gradients: ``register_post_accumulate_grad_hook`` per parameter;
+* backward passes: torch's entry into the autograd engine is wrapped so that
+  the calls made inside ``loss.backward()`` (gradient hooks, a custom
+  ``autograd.Function``'s Python backward) are entries, as msprobe's, under the
+  backward of the module in progress; torch's own calls there (FSDP2's hooks,
+  DTensor's sharding propagation) are not;
 * optimizer steps: global optimizer hooks put the optimizer's own tensor
-  calls under construct.json's ``optimizer`` node between start() and stop()
-  (as msprobe); under ``probe run`` they keep them out of the dump (but not a
-  ``closure``'s forward and backward) and end the step at the outermost update;
+  calls under construct.json's ``optimizer`` node (as msprobe); under
+  ``probe run`` the step ends when the outermost update returns;
 * ``custom_op_namespaces``: the operators of ``torch.ops.<ns>`` are patched;
-* ``torch.compile``: code that Dynamo compiles is not recorded (its graph runs
-  no Python hooks); the hooks stand aside while it traces, and the regions are
-  counted for the end-of-run report.
+* ``torch.compile``: a compiled graph runs no Python hooks; the hooks stand
+  aside while Dynamo traces, and the backend ``torch.compile`` builds is wrapped
+  so that the graph's calls are recorded from its compiled values
+  (:mod:`probe_torch.compiled`).
 
 Naming, filters, frames, backward pairing and saves live in the shared driver.
 """
@@ -57,6 +64,8 @@ from torch.overrides import TorchFunctionMode
 from probe_core.api import CollectorBase, ConfigError, is_inplace, launcher_rank
 from probe_torch.apis import (DISTRIBUTED, DUNDERS, SAME_VALUES, ApiNames, custom_ops, keep_overloads,
                              python_level_apis)
+from probe_torch import buffers
+from probe_torch.compiled import backend_call
 from probe_torch.ops import TorchTensorOps
 from probe_torch.plugin import communicator_rank
 from probe_torch.risk import api_risk
@@ -79,6 +88,9 @@ _METADATA_IN_PLACE = frozenset({"squeeze_", "unsqueeze_", "transpose_", "t_", "s
                                 "as_strided_", "resize_", "resize_as_", "set_", "detach_", "share_memory_",
                                 "rename_", "requires_grad_", "__setitem__"})
 _RAISED = object()  # torch calls an always_call forward hook as hook(module, args, result) when forward raised
+#: The calls that run a backward pass: no entries themselves; the calls made inside (gradient hooks, a custom
+#: ``autograd.Function``'s Python backward, a checkpoint's recomputed forward) are, as msprobe records them.
+_BACKWARD_PASSES = frozenset({torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad})
 
 
 _WORK = getattr(dist, "Work", None) if dist.is_available() else None
@@ -147,6 +159,7 @@ def _closure_at(args: tuple, kwargs: dict[str, Any]) -> tuple[Any, Any] | None:
 #: Files whose frames stand between the code that made a torch call and probe's hooks.
 _PLUMBING_DIRS = tuple(os.path.dirname(path) + os.sep for path in (__file__, inspect.getfile(CollectorBase)))
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_DYNAMO_DIR = _TORCH_DIR + "_dynamo"  # the frames that run compiled code: never the user's
 
 
 def _called_by_torch() -> bool:
@@ -208,10 +221,12 @@ class _ApiMode(TorchFunctionMode):
                     not collector.api_starts_forward(self.names(func), args, kwargs):
                 return func(*args, **kwargs)
             collector.begin_forward(module_call=False)
-        if _is_compiling():
+        if collector.generated_code and sys._getframe(1).f_code.co_filename.startswith(collector.generated_code):
+            return func(*args, **kwargs)  # compiled code's own calls (inductor's extern kernels, out= buffers)
+        if _is_compiling() or func in _BACKWARD_PASSES:  # the engine puts the mode back on (_backward_pass)
             return func(*args, **kwargs)
         api = self.names(func)
-        if api is None:  # metadata read, repr, backward(): nothing inside is an entry either
+        if api is None:  # metadata read, repr: nothing inside is an entry either
             collector.busy = True
             try:
                 return func(*args, **kwargs)
@@ -230,7 +245,7 @@ class TorchCollector(CollectorBase):
     def __init__(self, config: Any, registry: Any, mode: Any, *, auto_step: bool = False) -> None:
         super().__init__(config, registry, mode, TorchTensorOps(full_dtensor=_full_dtensor(config)),
                          auto_step=auto_step, rank_fn=current_rank,
-                         stack_skip_dirs=(os.path.dirname(__file__),), stack_skip_files=_SKIP_FILES)
+                         stack_skip_dirs=(os.path.dirname(__file__), _DYNAMO_DIR), stack_skip_files=_SKIP_FILES)
         self.names = ApiNames()
         self.session.filter.use_risk_level(config.risk_level, api_risk)
         self._handles: list[Any] = []
@@ -241,7 +256,11 @@ class TorchCollector(CollectorBase):
         self._wrapped_apis: list[tuple[Any, str, str]] | None = None
         self._wrapped_ops: list[tuple[Any, str, str]] | None = None
         self._waiting: dict[Any, _Waiting] = {}  # Work -> the asynchronous collective recorded when it is waited
-        self.compiled_frames = 0  # frames torch.compile compiled: the calls inside them are not recorded
+        self.compiled_frames = 0  # frames torch.compile compiled
+        self.recorded_graphs = 0  # graphs compiled with their calls recorded (probe_torch.compiled)
+        self._compile_failures: list[str] = []  # why a graph was compiled without recording
+        #: where compiled code's files start (inductor's cache, FX's generated modules), once anything compiled
+        self.generated_code: tuple[str, ...] = ()
         self._compile_callbacks: tuple[Any, Any] | None = None
         self._busy_before_compile: list[bool] = []
         os.register_at_fork(after_in_child=self._forked)
@@ -249,6 +268,13 @@ class TorchCollector(CollectorBase):
     def unrecorded(self) -> list[str]:
         if not self.compiled_frames:
             return []
+        if self.recorded_graphs and not self._compile_failures:
+            return [f"torch.compile compiled {self.compiled_frames} frame(s): their forward calls are recorded "
+                    "with the compiled values, their backward is not (parameter gradients are)."]
+        if self._compile_failures:
+            return [f"torch.compile: {len(self._compile_failures)} graph(s) could not be compiled with their "
+                    f"values recorded and run unrecorded ({self._compile_failures[0]}). To record everything, "
+                    "run with TORCH_COMPILE_DISABLE=1."]
         return [f"torch.compile compiled {self.compiled_frames} frame(s); the module and API calls inside "
                 "compiled code are NOT recorded (a compiled graph runs no Python hooks). Recorded: the calls "
                 "outside it, parameter gradients, and modules around it. To record everything, run with "
@@ -277,9 +303,20 @@ class TorchCollector(CollectorBase):
             _push_mode(mode)
 
     def call_api(self, api: str, func: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
+        if self.backward_depth and _called_by_torch():
+            # torch's own machinery inside the backward pass (FSDP2's gradient hooks, DTensor's sharding
+            # propagation on fake tensors): no entries; the user's hooks and custom backward functions are
+            return self._off_mode(self._unrecorded, func, args, kwargs)
         if type(func) in _OPERATORS and str(func).startswith(_FUNCTIONAL_COLLECTIVES) and func is not _WAIT_TENSOR:
             func = _waited(func)
         return self._off_mode(super().call_api, api, func, args, kwargs)
+
+    def _unrecorded(self, func: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
+        was, self.busy = self.busy, True
+        try:
+            return func(*args, **kwargs)
+        finally:
+            self.busy = was
 
     def _guarded(self, fn: Any, *args: Any) -> Any:
         return self._off_mode(super()._guarded, fn, *args)
@@ -292,6 +329,7 @@ class TorchCollector(CollectorBase):
     def named_submodules(self, root: torch.nn.Module) -> Any:
         original = getattr(root, "_orig_mod", None)  # torch.compile(model): named as the model itself
         if isinstance(original, torch.nn.Module) and type(root).__name__ == "OptimizedModule":
+            self._compiled_without_mode(root)
             return [("", root), *original.named_modules()]
         return root.named_modules()
 
@@ -388,7 +426,10 @@ class TorchCollector(CollectorBase):
     def recorded_output(self, api: str, args: tuple, kwargs: dict[str, Any], output: Any) -> Any:
         if api in SAME_VALUES and args:
             self.ops.alias(output, args[0])  # a view op's output holds its input's values
-        return super().recorded_output(api, args, kwargs, output)
+        return buffers.recorded_output(api, kwargs, super().recorded_output(api, args, kwargs, output))
+
+    def recorded_inputs(self, api: str, args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
+        return buffers.recorded_inputs(api, args, kwargs)  # collective and out= buffers: null, as msprobe
 
     def _record_backward(self, name: str, grad_outputs: list[Any], grad_inputs: list[Any]) -> None:
         if grad_inputs and grad_outputs and name.rsplit(".", 2)[0] in SAME_VALUES:
@@ -439,6 +480,11 @@ class TorchCollector(CollectorBase):
         if "torch._dynamo" in sys.modules:
             self._watch_compiler()
         self.patch(torch, "compile", self._compile_wrapper(torch.compile))
+        for backend in (torch._TorchCompileInductorWrapper, torch._TorchCompileWrapper):  # compiles from now on
+            self.patch(backend, "__call__", backend_call(backend.__call__, self))
+        backward_pass = self._backward_pass(torch.autograd.graph._engine_run_backward)
+        for owner in (torch.autograd, torch.autograd.graph):  # torch.autograd holds its own reference
+            self.patch(owner, "_engine_run_backward", backward_pass)
         if not self._optimizer_hooks:  # kept until close(): removing them inside an optimizer hook is unsafe
             from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
@@ -456,6 +502,31 @@ class TorchCollector(CollectorBase):
 
         wait.__wrapped__ = original
         return wait
+
+    def _backward_pass(self, original: Any) -> Any:
+        """torch's entry into the autograd engine, run with probe's function mode on the stack (the mode's
+        handler of ``loss.backward()`` took it off) and counted in ``backward_depth``: the calls made inside
+        the pass are entries of the step, and the backward entries still waiting for their input
+        gradients are not settled by them."""
+        collector = self
+
+        def run_backward(*args: Any, **kwargs: Any) -> Any:
+            mode = collector._mode
+            depth = _stack_len()
+            push = mode is not None and not (depth and _stack_at(depth - 1) is mode)
+            if push:
+                _push_mode(mode)
+            collector.backward_depth += 1
+            try:
+                return original(*args, **kwargs)
+            finally:
+                collector.backward_depth -= 1
+                depth = _stack_len()
+                if push and depth and _stack_at(depth - 1) is mode:
+                    _pop_mode()
+
+        run_backward.__wrapped__ = original
+        return run_backward
 
     def remove_hooks(self) -> None:
         if self._mode is not None:
@@ -475,8 +546,11 @@ class TorchCollector(CollectorBase):
         if self._compile_callbacks is not None:
             from torch._dynamo.callback import callback_handler
 
-            callback_handler.remove_start_callback(self._compile_callbacks[0])
-            callback_handler.remove_end_callback(self._compile_callbacks[1])
+            try:
+                callback_handler.remove_start_callback(self._compile_callbacks[0])
+                callback_handler.remove_end_callback(self._compile_callbacks[1])
+            except ValueError:  # torch._dynamo.reset() cleared them
+                pass
             self._compile_callbacks = None
         return super().close()
 
@@ -492,15 +566,21 @@ class TorchCollector(CollectorBase):
                 return lambda model: compile(model, **kwargs)
             result = original(*args, **kwargs)
             if isinstance(result, torch.nn.Module):  # an OptimizedModule: its forward is the compiled call
-                for attr in ("forward", "_forward"):
-                    if callable(result.__dict__.get(attr)):
-                        result.__dict__[attr] = collector._without_mode(result.__dict__[attr])
-                return result
+                return collector._compiled_without_mode(result)
             return collector._without_mode(result) if callable(result) else result
 
         compile.__wrapped__ = original
         compile.__doc__ = original.__doc__
         return compile
+
+    def _compiled_without_mode(self, optimized: torch.nn.Module) -> torch.nn.Module:
+        """An OptimizedModule whose compiled forward runs without probe's function mode (also one compiled
+        before the hooks were installed: Dynamo would trace the mode, ``x * y`` as ``x.mul(y)``)."""
+        for attr in ("forward", "_forward"):
+            forward = optimized.__dict__.get(attr)
+            if callable(forward) and getattr(forward, "__name__", "") != "run_compiled":
+                optimized.__dict__[attr] = self._without_mode(forward)
+        return optimized
 
     def _without_mode(self, compiled: Any) -> Any:
         collector = self
@@ -520,6 +600,22 @@ class TorchCollector(CollectorBase):
         run_compiled.__wrapped__ = compiled
         return run_compiled
 
+    def modules_by_id(self) -> dict[int, torch.nn.Module]:
+        """The named modules by ``id`` (how Dynamo's ``nn_module_stack`` names them)."""
+        return {id(module): module for module, prefix in list(self._module_names.items()) if prefix}
+
+    def records_compiled(self) -> bool:
+        return self.recording and not self.busy
+
+    def record_compiled(self, recording: Any, args: tuple, extras: Any) -> None:
+        """The entries of one run of a compiled graph (:mod:`probe_torch.compiled`)."""
+        if self._backward_seen:
+            self.settle_backward()
+        self._off_mode(self._guarded, recording.record, self, args, extras)
+
+    def compile_unrecorded(self, reason: str) -> None:
+        self._compile_failures.append(reason)
+
     def _watch_compiler(self) -> None:
         """Be busy while a compilation runs (its tracers call torch functions on fake tensors), and count
         the compiled frames. Registered once torch._dynamo is imported (importing it costs seconds)."""
@@ -536,6 +632,9 @@ class TorchCollector(CollectorBase):
         def ended(args: Any) -> None:
             self.busy = self._busy_before_compile.pop() if self._busy_before_compile else False
 
+        from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+        self.generated_code = (cache_dir(), "<eval_with_key>")
         callback_handler.register_start_callback(started)
         callback_handler.register_end_callback(ended)
         self._compile_callbacks = (started, ended)
@@ -560,7 +659,7 @@ class TorchCollector(CollectorBase):
         if self._await_forward and not self.busy and not _is_compiling():
             self.begin_forward()
 
-    # -- optimizer: its tensor calls are no entries; under probe run a step ends here ----------------------
+    # -- optimizer: its tensor calls are entries under the ``optimizer`` node; under probe run a step ends here --
 
     def _optimizer_pre(self, optimizer: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
         self.optimizer_enter()

@@ -24,7 +24,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", "--output_path", dest="output", metavar="OUT",
                         help="folder for the .vis.db file (created; 750)")
     parser.add_argument("--rules", choices=("noise", "msprobe"), default="noise",
-                        help="how nodes are judged, as in probe compare: noise (default) or msprobe's legend")
+                        help="how nodes are judged, as in probe compare: noise (default) or msprobe's legend "
+                             "(which also leaves out the parameters_grad nodes msprobe does not show)")
     parser.add_argument("--noise-reference", nargs="+", metavar="DUMP",
                         help="a benign run (against the bench) or a benign pair TARGET BENCH calibrating the judge, "
                              "as in probe compare")

@@ -61,8 +61,8 @@ class JobResult:
 
 
 def _side(folders: Sequence[RankFolder], source: str, layout: Layout | None, step: int, rank: int,
-          registry: Any) -> Graph:
-    graphs = [load_graph(folder, source, registry) for folder in folders]
+          registry: Any, msprobe_tree: bool = False) -> Graph:
+    graphs = [load_graph(folder, source, registry, msprobe_tree) for folder in folders]
     if layout is None or len(graphs) == 1 and layout.is_trivial:
         graph = graphs[0]
     else:
@@ -93,14 +93,15 @@ def compare_mode(target: Graph, bench: Graph, registry: Any) -> DataMode | None:
 
 def _run_job(job: GraphJob, options: GraphOptions, registry: Any) -> JobResult:
     layouts = options.layouts or (None, None)
-    target = _side(job.target, "NPU", layouts[0], job.step, job.rank, registry)
+    msprobe_tree = options.rules == "msprobe"
+    target = _side(job.target, "NPU", layouts[0], job.step, job.rank, registry, msprobe_tree)
     result = JobResult(step=job.step, rank=job.rank)
     if options.overflow:
         mark_overflow(target)
     bench = mode = None
     metrics = None
     if job.bench is not None:
-        bench = _side(job.bench, "Bench", layouts[1], job.step, job.rank, registry)
+        bench = _side(job.bench, "Bench", layouts[1], job.step, job.rank, registry, msprobe_tree)
         if options.overflow:
             mark_overflow(bench)
         mode = compare_mode(target, bench, registry)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from probe_core.api import build_graph, DumpError, Graph, GraphError
+from probe_graph.tree import hidden_params_grads, place_params_grads, repair_inplace
 
 
 @dataclass(frozen=True, order=True)
@@ -56,8 +57,10 @@ def _has_journal_only(folder: Path) -> bool:
     return not (folder / "dump.json").is_file() and (folder / ".journal.jsonl").is_file()
 
 
-def load_graph(where: RankFolder, source: str = "NPU", registry: Any = None) -> Graph:
-    """Read one rank dump into a graph (``source``: ``NPU`` for target, ``Bench`` for bench).
+def load_graph(where: RankFolder, source: str = "NPU", registry: Any = None, msprobe_tree: bool = False) -> Graph:
+    """Read one rank dump into a graph (``source``: ``NPU`` for target, ``Bench`` for bench), its backward parents
+    repaired where an in-place op broke them (:mod:`probe_graph.tree`); ``msprobe_tree`` (``--rules msprobe``)
+    also leaves out the parameter gradients msprobe does not show.
 
     With a plugin ``registry`` the graph also learns its data mode (``graph.mode``, the mode's name).
     """
@@ -73,6 +76,10 @@ def load_graph(where: RankFolder, source: str = "NPU", registry: Any = None) -> 
             raise GraphError(f"{folder / 'construct.json'}: missing or empty; the dump was made at level L1 "
                              "(APIs only): re-dump with level L0 or mix to get the model structure")
         data = dump.values()
+        if msprobe_tree:
+            hidden = hidden_params_grads(construct, data)
+            data = {name: entry for name, entry in data.items() if name not in hidden}
+        construct = place_params_grads(repair_inplace(construct), data)
         mode = dump.mode(registry).name if registry is not None and data else ""
         framework = dump.framework or ""
         graph = build_graph(construct, data, dump.stacks, rank=where.rank, step=where.step, source=source,

@@ -23,7 +23,7 @@ from probe_core.api import ProbeError, spans, writing
 from probe_monitor.anomalies import AnomalyLog
 from probe_monitor.config import MonitorConfig, load_monitor_config, plugin_stats
 from probe_monitor.output import open_output
-from probe_monitor.records import Row
+from probe_monitor.records import Row, grad_norm
 from probe_monitor.writers import WriterContext, open_writer
 
 OUTPUT_ENV = "MONITOR_OUTPUT_DIR"  # msprobe's variable for the output root
@@ -198,7 +198,7 @@ class MonitorEngine:
         if self.config.ndigits is not None:
             rows = [replace(r, stats={k: round(v, self.config.ndigits) if math.isfinite(v) else v
                                       for k, v in r.stats.items()}) for r in rows]
-        return rows + _grad_norm(rows, self.step)
+        return rows + grad_norm(rows, self.step)
 
     def write_struct(self, struct: dict[str, list[str]]) -> None:
         """``print_struct``: the module → parameter names, printed and added to ``module_struct.json``."""
@@ -234,11 +234,3 @@ class MonitorEngine:
                 self._lock.release()
                 self._lock = None
 
-
-def _grad_norm(rows: list[Row], step: int) -> list[Row]:
-    """The global norm of the reduced gradients, from their per-parameter norms (host arithmetic)."""
-    grads = [r for r in rows if r.tag == "grad_reduced" and not r.missing and "norm" in r.stats]
-    if not grads:
-        return []
-    total = math.sqrt(sum(r.stats["norm"] ** 2 for r in grads))
-    return [Row("grad_norm", "global", step, {"norm": total}, (), grads[0].dtype)]

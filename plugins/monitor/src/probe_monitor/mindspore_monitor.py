@@ -1,10 +1,10 @@
 """The monitor on MindSpore PyNative: the same engine and writers as PyTorch, only the framework calls differ.
 
 * unreduced weight gradients: ``Parameter.register_hook`` (the gradient as backward produces it);
-* ``param_origin`` and reduced gradients: the optimizer cell's forward pre-hook, whose input is the
-  gradients the optimizer applies (after a data-parallel grad reducer);
-* ``param_updated`` and the moments (``moment1``/``moment2`` of ``nn.Adam``, ``AdamWeightDecay``, ...;
-  ``moments1``/``moments2`` of ``nn.Lamb``): the optimizer cell's forward hook, which ends the step;
+* ``param_origin``, reduced gradients and the moments the step starts from (``moment1``/``moment2`` of
+  ``nn.Adam``, ``AdamWeightDecay``, ...; ``moments1``/``moments2`` of ``nn.Lamb``): the optimizer cell's
+  forward pre-hook, whose input is the gradients the optimizer applies (after a data-parallel grad reducer);
+* ``param_updated``: the optimizer cell's forward hook, which ends the step;
 * activations: forward and backward hooks of the targeted cells.
 """
 
@@ -104,23 +104,23 @@ class MindSporeMonitor(ModelMonitor):
         if not engine.active:
             return
         grads = inputs[0] if inputs else ()
+        # the moments as the step finds them (msprobe's convention: step N shows the moments step N-1 left)
+        moments = {tag: next((getattr(self.optimizer, a) for a in attrs if hasattr(self.optimizer, a)), None)
+                   for tag, attrs in MOMENTS.items()} if config.mv_distribution else {}
         for index, param, name, vpp in self._params():
             if config.param_distribution:
                 engine.record("param_origin", name, param, vpp_stage=vpp)
             if config.wg_distribution and index < len(grads):
                 engine.record("grad_reduced", name, grads[index], vpp_stage=vpp)
+            for tag, states in moments.items():
+                if states is not None and index < len(states):
+                    engine.record(tag, name, states[index], vpp_stage=vpp)
 
     def after_step(self) -> None:
         engine, config = self.engine, self.config
-        if engine.active and (config.param_distribution or config.mv_distribution):
-            moments = {tag: next((getattr(self.optimizer, a) for a in attrs if hasattr(self.optimizer, a)), None)
-                       for tag, attrs in MOMENTS.items()} if config.mv_distribution else {}
+        if engine.active and config.param_distribution:
             for index, param, name, vpp in self._params():
-                if config.param_distribution:
-                    engine.record("param_updated", name, param, vpp_stage=vpp)
-                for tag, states in moments.items():
-                    if states is not None and index < len(states):
-                        engine.record(tag, name, states[index], vpp_stage=vpp)
+                engine.record("param_updated", name, param, vpp_stage=vpp)
         self.end_step()
 
 

@@ -26,7 +26,9 @@ class Row:
 
     ``stats`` maps each statistic (the config's ``ops``, in order) to its value; ``shape`` and
     ``dtype`` are ``None`` for a tensor that did not exist (e.g. the gradient of an input that needs
-    none: msprobe writes such rows as ``nan``).
+    none: msprobe writes such rows as ``nan``). ``resolution`` is how far a value read back from a CSV
+    may be from the statistic (half a unit of the last decimal its file was written with: msprobe rounds
+    to 6 decimals), 0 for a row not read from a file.
     """
 
     tag: str
@@ -37,6 +39,7 @@ class Row:
     dtype: str | None
     micro_step: int | None = None
     vpp_stage: int = 0
+    resolution: float = 0.0
 
     @property
     def missing(self) -> bool:
@@ -61,3 +64,14 @@ def non_finite(stats: Mapping[str, float]) -> list[str]:
     if stats.get("nans", 0) and "nans" in stats:
         bad.append("nans")
     return bad
+
+
+def grad_norm(rows: list[Row], step: int) -> list[Row]:
+    """The global norm of the reduced gradients of one step, from their per-parameter norms (host arithmetic);
+    read back from files, within the rounding of those norms."""
+    grads = [r for r in rows if r.tag == "grad_reduced" and r.step == step and not r.missing and "norm" in r.stats]
+    if not grads:
+        return []
+    total = math.sqrt(sum(r.stats["norm"] ** 2 for r in grads))
+    rounding = max(r.resolution for r in grads) * math.sqrt(len(grads))
+    return [Row("grad_norm", "global", step, {"norm": total}, (), grads[0].dtype, resolution=rounding)]

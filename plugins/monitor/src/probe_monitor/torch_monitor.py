@@ -3,12 +3,12 @@
 * unreduced weight gradients: ``register_post_accumulate_grad_hook`` per parameter — it runs right
   after the local gradient is accumulated, before a data-parallel reducer's hook sees it; the last
   call of a step (all micro-steps accumulated) is kept;
-* ``param_origin`` and reduced gradients (``main_grad`` when ``params_have_main_grad`` and present):
+* ``param_origin``, reduced gradients (``main_grad`` when ``params_have_main_grad`` and present) and the
+  optimizer's moments (any ``exp_avg``/``exp_avg_sq``/``square_avg`` in ``optimizer.state``, so Adam, AdamW,
+  NAdam, RAdam, Adamax, RMSprop... are found by themselves; as msprobe, the moments the step starts from):
   the optimizer's step pre-hook; with ``step(closure)`` the closure is wrapped, so the gradients are
   read after it ran;
-* ``param_updated`` and the optimizer's moments (any ``exp_avg``/``exp_avg_sq``/``square_avg`` in
-  ``optimizer.state``, so Adam, AdamW, NAdam, RAdam, Adamax, RMSprop... are found by themselves):
-  the step post-hook, which then ends the step;
+* ``param_updated``: the step post-hook, which then ends the step;
 * activations: forward hooks and full backward hooks on the targeted modules (micro-step = how many
   times the root model ran in this step);
 * collectives: ``torch.distributed`` functions wrapped while the monitor lives.
@@ -175,9 +175,11 @@ class TorchMonitor(ModelMonitor):
         engine, config = self.engine, self.config
         if not engine.active:
             return None
-        if config.param_distribution:
+        if config.param_distribution or config.mv_distribution:
             for param, name, vpp in self._params():
-                engine.record("param_origin", name, param, vpp_stage=vpp)
+                if config.param_distribution:
+                    engine.record("param_origin", name, param, vpp_stage=vpp)
+                self._record_moments(param, name, vpp)
         if not config.wg_distribution:
             return None
         closure = kwargs.get("closure", args[1] if len(args) > 1 else None)  # args[0] is the optimizer
@@ -194,6 +196,15 @@ class TorchMonitor(ModelMonitor):
             return args, {**kwargs, "closure": closure_then_record}
         return (args[0], closure_then_record, *args[2:]), kwargs
 
+    def _record_moments(self, param: torch.Tensor, name: str, vpp: int) -> None:
+        """The moments as the step finds them (msprobe's convention: step N shows the moments step N-1 left; none
+        before the optimizer's first step creates them)."""
+        state = self.optimizer.state.get(param, {}) if self.config.mv_distribution else {}
+        for tag, keys in MOMENTS.items():
+            key = next((k for k in keys if isinstance(state.get(k), torch.Tensor)), None)
+            if key is not None:
+                self.engine.record(tag, name, state[key], vpp_stage=vpp)
+
     def _record_reduced(self) -> None:
         for param, name, vpp in self._params():
             grad = getattr(param, "main_grad", None) if self.main_grad else None
@@ -203,15 +214,9 @@ class TorchMonitor(ModelMonitor):
 
     def after_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         engine, config = self.engine, self.config
-        if engine.active and (config.param_distribution or config.mv_distribution):
+        if engine.active and config.param_distribution:
             for param, name, vpp in self._params():
-                if config.param_distribution:
-                    engine.record("param_updated", name, param, vpp_stage=vpp)
-                state = self.optimizer.state.get(param, {}) if config.mv_distribution else {}
-                for tag, keys in MOMENTS.items():
-                    key = next((k for k in keys if isinstance(state.get(k), torch.Tensor)), None)
-                    if key is not None:
-                        engine.record(tag, name, state[key], vpp_stage=vpp)
+                engine.record("param_updated", name, param, vpp_stage=vpp)
         self.end_step()
         self._calls.clear()
 

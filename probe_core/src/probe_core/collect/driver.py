@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 from probe_core.collect.calls import (GradCatch, ParamGradGather, SavedGrads, first_tensor, is_inplace,
                                       output_tensors, pick_at, replace_at, tensor_positions)
 from probe_core.collect.loading import InputLoader
+from probe_core.collect.naming import backward_name
 from probe_core.collect.session import Collection
 from probe_core.collect.tensors import TensorOps
 from probe_core.plugins import ProbeWarning
@@ -71,6 +72,7 @@ class CollectorBase:
         self._await_forward = False
         self._watch_forward = False  # auto_step: each step starts recording at its first forward
         self._optimizer_depth = 0  # optimizer.step calls in progress (an optimizer may wrap another)
+        self.backward_depth = 0  # backward passes in progress: the calls their hooks make are entries
         #: config.json's ``load``: listed module calls take the inputs of an earlier tensor dump
         self.loader = self._input_loader(config)
         self.modules_seen = False  # a module call started recording: only module calls start a step from now on
@@ -151,6 +153,11 @@ class CollectorBase:
         """Call ``on_node(grads w.r.t. the node's outputs, grads it computes for its inputs)`` when the
         autograd node that made ``tensor`` runs (nothing when ``tensor`` has none)."""
         raise NotImplementedError
+
+    def recorded_inputs(self, api: str, args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
+        """What the entry shows as the call's inputs (a framework shows a buffer the call writes without reading
+        it, such as a collective's output tensor, as None: its memory holds whatever it held before)."""
+        return args, kwargs
 
     def recorded_output(self, api: str, args: tuple, kwargs: dict[str, Any], output: Any) -> Any:
         """What the entry shows as the call's output (collectives, as msprobe: their arguments, positional then
@@ -345,7 +352,7 @@ class CollectorBase:
 
     def call_api(self, api: str, func: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
         """Run one outermost API call and record it (inputs before, outputs after, backward hooked)."""
-        if self._backward_seen:
+        if self._backward_seen and not self.backward_depth:
             self.settle_backward()
         session = self.session
         name = session.api_forward_name(api)
@@ -357,8 +364,10 @@ class CollectorBase:
                 finally:
                     session.end_forward_unrecorded(name)
             parent = session.current_module()
+            if parent is None and self.backward_depth:
+                parent = self._backward_parent()
             sid = session.capture_stack(2)
-            entry = session.encode_inputs(name, args, kwargs)
+            entry = session.encode_inputs(name, *self.recorded_inputs(api, args, kwargs))
             catch = caught = None
             inplace = is_inplace(api, kwargs)
             if inplace:
@@ -401,7 +410,7 @@ class CollectorBase:
         if prefix is None:
             self._frames.append((module, None))
             return None
-        if self._backward_seen:
+        if self._backward_seen and not self.backward_depth:
             self.settle_backward()
         session = self.session
         name = session.module_forward_name(prefix)
@@ -472,13 +481,11 @@ class CollectorBase:
     # -- optimizer updates -------------------------------------------------------------------------
 
     def optimizer_enter(self) -> None:
-        """An optimizer update starts. Under ``probe run`` it ends the step and its own tensor calls are no
-        entries; between start() and stop() they are, under msprobe's ``optimizer`` node (an optimizer may
-        wrap another: the outermost update counts)."""
+        """An optimizer update starts: its own tensor calls are entries under msprobe's ``optimizer`` node,
+        between start() and stop() as under ``probe run`` (an optimizer may wrap another: the outermost
+        update counts)."""
         self._optimizer_depth += 1
-        if self.auto_step:
-            self.busy = True
-        elif self._optimizer_depth == 1:
+        if self._optimizer_depth == 1:
             self.session.optimizer_update(True)
 
     def optimizer_exit(self) -> None:
@@ -487,12 +494,9 @@ class CollectorBase:
             self._optimizer_depth -= 1
         if self._optimizer_depth:
             return
-        if not self.auto_step:
-            self.session.optimizer_update(False)
-            return
-        if self.recording:
-            self.step()  # still busy: the step's last statistics transfer is no entry either
-        self.busy = False
+        self.session.optimizer_update(False)
+        if self.auto_step and self.recording:
+            self._guarded(self.step)  # busy: the step's last statistics transfer is no entry
 
     def in_closure(self, closure: Callable[..., Any]) -> Callable[..., Any]:
         """``optimizer.step(closure)`` (LBFGS, Lightning's automatic optimisation): the closure's forward and
@@ -578,6 +582,14 @@ class CollectorBase:
                 catch.on_outputs(grads)
 
             self.hook_output_grads(outs, on_outputs)
+
+    def _backward_parent(self) -> str | None:
+        """The parent of a call made inside the backward pass, as msprobe's: the backward of the innermost module
+        whose output gradients came and whose input gradients did not yet (a hook on its weight's gradient)."""
+        for catch in reversed(self._open_catches):
+            if catch.grad_outputs is not None and not catch.done and catch.name.startswith(self.module_prefix + "."):
+                return backward_name(catch.name)
+        return None
 
     def settle_backward(self, drop_rest: bool = False) -> None:
         """Write the backward entries whose output gradients came but whose input gradients never will.

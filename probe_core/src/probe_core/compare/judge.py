@@ -58,12 +58,13 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from probe_core.collect.calls import writes_in_place
+from probe_core.collect.naming import OPTIMIZER_NODE
 from probe_core.compare.rules import ERROR, FINFO, PASS, RowResult, normalize_dtype
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -135,8 +136,8 @@ class EntryFacts:
     side: str | None = None        # for an unmatched entry: "target" or "bench"
     bench_name: str | None = None
     message: str = ""              # the first error message of the rules, if any
-    stats_out: tuple = ()          # target output statistics of each output (to find in-place producers)
-    stats_in: tuple = ()           # target input statistics, same order as worst_input's candidates
+    pairs: Any = None              # each row's (target leaf, bench leaf) (read to explain a divergence)
+    fresh_in: list[tuple[float, int]] = field(default_factory=list)  # (discrepancy, row) of differing inputs
     inputs: list[tuple[int, float]] = field(default_factory=list)  # (row position, discrepancy) of inputs, parameters
     target_dtype: str = ""         # the coarsest float dtype of the target's outputs
     lowered: str = ""              # "bfloat16 vs float32": the coarsest target leaf dtype coarser than its bench's
@@ -144,6 +145,14 @@ class EntryFacts:
     nonfinite: tuple[int, ...] = ()  # row positions whose NaN/Inf is on one side only
     nonfinite_why: str = ""        # "input.0: Max nan vs 1.0: NaN/Inf in the target only"
     nonfinite_in: bool = False     # one of them is an input or parameter (the entry did not make it)
+
+    def stats_out(self) -> list[tuple | None]:
+        """The target statistics of each output (to find which entry produced a tensor read later)."""
+        return [_stats_key(self.pairs[pos][0]) for pos, _ in self.outputs] if self.pairs is not None else []
+
+    def stats_in(self) -> list[tuple | None]:
+        """The target statistics of each differing input, the most different first."""
+        return [_stats_key(self.pairs[pos][0]) for _, pos in sorted(self.fresh_in, key=lambda item: -item[0])]
 
 
 @dataclass
@@ -210,7 +219,7 @@ def plain_facts(index: int, parent: str | None, plain: Plain, mode: DataMode, te
     judge shows a few (the entries it names), and their leaves are built then; ``texts``: made now instead,
     for facts kept beside much else (a Reason keeps the entry's statistics: about 250 bytes an entry)."""
     facts = EntryFacts(index, plain.name, parent, _kind(plain.name), PASS, bench_name=plain.bench_name)
-    _measure(facts, plain.layout, plain.pairs, plain.errs, mode, plain.stats_key)
+    _measure(facts, plain.layout, plain.pairs, plain.errs, mode)
     if texts:
         facts.worst_input, facts.worst_output = str(facts.worst_input), str(facts.worst_output)
     return facts
@@ -250,17 +259,12 @@ class _DtypeNotes:
 
 
 def _measure(facts: EntryFacts, layout: RowLayout, pairs: Sequence[tuple[TensorMeta | None, TensorMeta | None]],
-             errs: Sequence[float | None], mode: DataMode, stats_key: Callable[[int], tuple] | None = None) -> None:
-    """How far apart the entry's inputs, parameters and outputs are (``errs``: each row's discrepancy;
-    ``stats_key``: a tensor row's :func:`_stats_key` without its leaves, when the caller has it)."""
-    if stats_key is None:
-        def stats_key(pos: int) -> tuple | None:
-            return _stats_key(pairs[pos][0])
-
+             errs: Sequence[float | None], mode: DataMode) -> None:
+    """How far apart the entry's inputs, parameters and outputs are (``errs``: each row's discrepancy)."""
     facts.target_dtype, facts.lowered, facts.lowered_u = layout.target_dtype, layout.lowered, layout.lowered_u
+    facts.pairs = pairs
     worst_in = worst_out = -1.0
     at_in = at_out = -1
-    outs, ins = [], []
     for pos, code, unit in layout.tensors:
         err = errs[pos]
         if err is None:
@@ -271,17 +275,18 @@ def _measure(facts: EntryFacts, layout: RowLayout, pairs: Sequence[tuple[TensorM
             facts.outputs.append((pos, err))
             if unit > facts.roundoff:
                 facts.roundoff = unit
-            outs.append(stats_key(pos))
             if err > worst_out:
                 worst_out, at_out = err, pos
         elif code >= 0:
             facts.inputs.append((pos, err))
             if code == PARAMETERS:
-                facts.param_err = max(facts.param_err, err)
+                if err > facts.param_err:
+                    facts.param_err = err
             else:
-                facts.in_err = max(facts.in_err, err)
+                if err > facts.in_err:
+                    facts.in_err = err
                 if err > 0:  # only a differing input can have been changed in place
-                    ins.append((err, stats_key(pos)))
+                    facts.fresh_in.append((err, pos))
             if err > worst_in:
                 worst_in, at_in = err, pos
     if at_in >= 0:
@@ -290,10 +295,6 @@ def _measure(facts: EntryFacts, layout: RowLayout, pairs: Sequence[tuple[TensorM
         facts.worst_output = Reason(facts.name, pairs, at_out, mode, worst_out)
     if worst_in == math.inf or worst_out == math.inf:  # only then can a side hold NaN/Inf the other does not
         _note_nonfinite(facts, layout, pairs, errs, mode)
-    facts.stats_out = tuple(outs)
-    if len(ins) > 1:
-        ins.sort(key=lambda item: -item[0])
-    facts.stats_in = tuple(key for _, key in ins)
 
 
 def _note_nonfinite(facts: EntryFacts, layout: RowLayout, pairs: Sequence[tuple[TensorMeta | None, TensorMeta | None]],
@@ -450,7 +451,6 @@ def judge_step(facts: Sequence[EntryFacts], step: int, baseline: float | None = 
     outside: Finding | None = None
     decisive = False                   # the outside divergence is far beyond noise (see DECISIVE)
     last_target_only: EntryFacts | None = None
-    produced: dict[tuple, EntryFacts] = {}  # target output statistics -> the entry that produced them
     saved: dict[str, float] = {}       # forward entry -> the worst error of the tensors its backward may read
     for f in facts:
         if f.side is not None:
@@ -498,15 +498,12 @@ def judge_step(facts: Sequence[EntryFacts], step: int, baseline: float | None = 
         came_in = max(f.in_err, f.param_err)
         if outside is None and came_in > 0 and came_in > _limit(reference, "came_in", f.name, carried + u) \
                 and not errors and not ruled:
-            outside = _explain(f, step, by_name, last_target_only, produced)
+            outside = _explain(f, step, by_name, last_target_only, facts)
             if outside.index == f.index:  # its own differing inputs and parameters are the rows to read
                 outside.rows = _over(f.inputs, carried + u)
             decisive = outside.kind != "parameters" and reference is None and f.in_err > DECISIVE * (carried + u)
         siblings[f.parent] = max(context, f.out_err)
         carried = max(carried, f.out_err)
-        for key in f.stats_out:
-            if key is not None:
-                produced[key] = f
     loss = _loss(facts)
     loss_err = loss.out_err if loss is not None else None
     loss_u = loss.roundoff if loss is not None else 0.0
@@ -526,8 +523,19 @@ def judge_step(facts: Sequence[EntryFacts], step: int, baseline: float | None = 
     for index, finding in ruled.items():
         if finding.kind == NONFINITE or index not in errors:  # a NaN/Inf is named as what it is
             errors[index] = finding
+    _updates(errors, facts, step)
     first = errors[min(errors)] if errors else None
     return StepJudgement(errors, first, loss_err, loss_u, outside, consequential, frozenset(accepted))
+
+
+def _updates(errors: dict[int, Finding], facts: Sequence[EntryFacts], step: int) -> None:
+    """Findings at the optimizer's own calls (recorded under msprobe's ``optimizer`` node) are the update of
+    the step: said so, with what the call found."""
+    inside = {f.index for f in facts if f.parent == OPTIMIZER_NODE}
+    for index, finding in errors.items():
+        if index in inside and finding.kind in ("adds error", "rules", "inputs"):
+            finding.kind = "update"
+            finding.reason = f"the update of step {step} diverged at this optimizer call: {finding.reason}"
 
 
 def _usual_dtype(facts: Sequence[EntryFacts]) -> tuple[str, float]:
@@ -554,8 +562,9 @@ def _times(err: float, carried: float) -> str:
 
 
 def _explain(f: EntryFacts, step: int, by_name: Mapping[str, EntryFacts], target_only: EntryFacts | None,
-             produced: Mapping[tuple, EntryFacts]) -> Finding:
-    """Why an entry's inputs differ although nothing before it in the step produced the difference."""
+             facts: Sequence[EntryFacts]) -> Finding:
+    """Why an entry's inputs differ although nothing before it in the step produced the difference (``facts``:
+    the step's, in execution order)."""
     module = f.parent if f.param_err == 0 and f.parent in by_name and by_name[f.parent].param_err > 0 else None
     if f.param_err > 0 or module is not None:
         owner = f.name if f.param_err > 0 else module
@@ -570,7 +579,9 @@ def _explain(f: EntryFacts, step: int, by_name: Mapping[str, EntryFacts], target
         return Finding(target_only.index, target_only.name,
                        f"only in the target dump; the next matched entry {f.name} already has differing inputs "
                        f"({f.worst_input})", "only in target")
-    for key in f.stats_in:
+    wanted = f.stats_in()
+    produced = _producers(facts, f, {key for key in wanted if key is not None}) if wanted else {}
+    for key in wanted:
         producer = produced.get(key) if key is not None else None
         if producer is not None and _in_place(producer.name):
             return Finding(producer.index, producer.name,
@@ -579,6 +590,19 @@ def _explain(f: EntryFacts, step: int, by_name: Mapping[str, EntryFacts], target
     return Finding(f.index, f.name, f"inputs already differ ({f.worst_input}): the change comes from outside "
                    "the dumped calls (data, or a call not dumped: the default risk_level leaves out calls that "
                    "create, cast or move values, such as tril, to, reshape; risk_level ALL records them)", "inputs")
+
+
+def _producers(facts: Sequence[EntryFacts], before: EntryFacts, wanted: set[tuple]) -> dict[tuple, EntryFacts]:
+    """Which matched entry before ``before`` last produced each of the ``wanted`` target statistics."""
+    found: dict[tuple, EntryFacts] = {}
+    for g in facts:
+        if g is before:
+            break
+        if g.side is None and g.kind != "parameters_grad":
+            for key in g.stats_out():
+                if key in wanted:
+                    found[key] = g
+    return found
 
 
 def _in_place(name: str) -> bool:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from probe_core.api import CompareError, add_html_argument, check_html, prepare_output_dir, spans, write_html
 from probe_monitor.compare.diff import NOISE_FACTOR, RTOL, Comparison, compare_runs
-from probe_monitor.compare.reader import rank_folders, read_rank
+from probe_monitor.compare.reader import add_grad_norm, describe, has_grad_norm, rank_folders, read_rank
 from probe_monitor.compare.report import print_table, write_report
 
 
@@ -66,12 +66,18 @@ def run(args: argparse.Namespace) -> int:
         why = f"--rank {spans(args.rank)} leaves no rank in common" if args.rank else "no rank in common to compare"
         raise CompareError(f"probe monitor compare: {args.a} has ranks {spans(found[0]) or 'none'}, {args.b} has "
                            f"{spans(found[1]) or 'none'}; {why}")
-    sides = [{rank: list(read_rank(folder)) for rank, folder in folders.items()} for folders in chosen]
+    sides = [{rank: read_rank(folder) for rank, folder in folders.items()} for folders in chosen]
+    with_norm = [has_grad_norm(side) for side in sides]
+    for side, has in zip(sides, with_norm):
+        if any(with_norm) and not has:
+            add_grad_norm(side)
     comparison = compare_runs(*sides, rtol=args.rtol, noise_factor=args.noise_factor)
     if not comparison.pairs:
         raise CompareError(nothing_in_common(comparison, labels))
     summary = write_report(comparison, out, labels, xlsx=not args.no_xlsx, rtol=args.rtol,
                            noise_factor=args.noise_factor)
     print_table(comparison, summary)
+    for path, folders in zip(labels, found):
+        print(f"probe monitor compare: read {describe(Path(path), folders)}")
     write_html(args, out)
     return 0

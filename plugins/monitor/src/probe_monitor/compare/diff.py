@@ -1,7 +1,8 @@
 """Where two monitored runs part: align rows, measure relative differences, judge them against earlier noise.
 
 Rows are matched by (rank, quantity, vpp stage, name, step, micro-step). A row's difference is the
-largest over its statistics of ``|a - b| / scale``, the scale being the larger of the two norms (a
+largest over its statistics of ``(|a - b| - rounding) / scale`` (the rounding: what the files' decimals
+allow, :attr:`Row.resolution`; msprobe writes 6 decimals), the scale being the larger of the two norms (a
 tensor's min, max and mean are bounded by its norm) or, without a norm, the larger magnitude; NaN on
 one side only is an infinite difference, NaN on both none. Steps are judged in order: a quantity's
 **noise** is the largest difference it showed at the earlier steps, and a row **parts** when its
@@ -117,18 +118,19 @@ def row_diff(a: Row, b: Row) -> float:
         scale = max(abs(a.stats["norm"]), abs(b.stats["norm"]))
     else:
         scale = None
-    worst = 0.0
+    worst, rounding = 0.0, a.resolution + b.resolution
     for op in ops:
         x, y = a.stats[op], b.stats[op]
         if _one_sided(x, y):
             return math.inf
         if math.isnan(x) and math.isnan(y) or x == y:
             continue
+        gap = max(0.0, abs(x - y) - rounding)  # what the files' rounding cannot explain
         if op in ("zeros", "nans"):  # a fraction and a count: absolute
-            worst = max(worst, abs(x - y))
+            worst = max(worst, gap)
             continue
         denominator = scale if scale is not None and op != "norm" else max(abs(x), abs(y))
-        worst = max(worst, abs(x - y) / max(denominator, 1e-30))
+        worst = max(worst, gap / max(denominator, 1e-30))
     return worst
 
 

@@ -9,18 +9,20 @@ every value its column's type.
 from __future__ import annotations
 
 import csv
+import decimal
 import io
 import math
 import os
 import re
 import stat
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from probe_core.api import CompareError
-from probe_monitor.records import Row
+from probe_core.api import CompareError, spans
+from probe_monitor.layout import layout_of, run_folders
+from probe_monitor.records import Row, grad_norm
 
 FILE = re.compile(r"^(?P<tag>.+)_(?P<first>\d+)-(?P<last>\d+)\.csv$")
 RANK = re.compile(r"rank_?(\d+)")
@@ -42,30 +44,57 @@ def _holds_csv(folder: Path) -> bool:
 
 def rank_folders(path: Path) -> dict[int, Path]:
     """``{rank: folder}`` of a monitor output: the folder itself when it holds CSVs (rank from its name, else 0),
-    else its sub-folders named ``rank{R}`` (``rank0``, ``rank0_out``, msprobe's ``...-rank0-...``)."""
+    else its rank folders (:mod:`probe_monitor.layout`: msprobe's ``{time}-rank{R}-{id}``, probe's earlier
+    ``rank{R}``), the newest of a rank when several runs left theirs; else sub-folders whose name holds
+    ``rank{R}`` (``rank0_out``)."""
     if not path.is_dir():
         what = "is not a folder" if path.exists() else "no such folder"
         raise CompareError(f"{path}: {what}; pass a monitor output folder (the one holding rank folders)")
     if _holds_csv(path):
         match = RANK.search(path.name)
         return {int(match.group(1)) if match else 0: path}
-    found: dict[int, Path] = {}
-    for child in _entries(path):
-        match = RANK.search(child.name)
-        if child.is_dir() and match and _holds_csv(child):
-            found.setdefault(int(match.group(1)), child)
+    runs = {rank: [f for f in folders if _holds_csv(f)] for rank, folders in run_folders(path).items()}
+    found = {rank: folders[-1] for rank, folders in runs.items() if folders}
+    if not found:
+        for child in _entries(path):
+            match = RANK.search(child.name)
+            if child.is_dir() and match and _holds_csv(child):
+                found.setdefault(int(match.group(1)), child)
     if not found:
         raise CompareError(f"{path}: no monitor CSV files ({{tag}}_{{first}}-{{last}}.csv) here or in rank folders; "
                            "pass the folder TrainerMon or probe run --task monitor wrote (default ./monitor_output)")
     return found
 
 
-def read_rank(folder: Path) -> Iterator[tuple[int, Row]]:
+def describe(path: Path, folders: dict[int, Path]) -> str:
+    """Which layout ``path`` was read in, and how many older runs of a rank were left out."""
+    if list(folders.values()) == [path]:
+        return f"{path}: one rank folder (rank {next(iter(folders))})"
+    layout = layout_of([folder.name for folder in folders.values()]) or "folders named rank{R}"
+    older = sum(len(same) - 1 for same in run_folders(path).values())
+    left = f"; {older} older run folder(s) left out, the newest of each rank read" if older else ""
+    return f"{path}: {layout}, ranks {spans(folders)}{left}"
+
+
+def read_rank(folder: Path) -> list[tuple[int, Row]]:
     """``(record order, Row)`` for every row of every CSV in ``folder``; order counts within one file."""
-    for path in _entries(folder):
-        match = FILE.match(path.name)
-        if match:
-            yield from read_csv(path, match.group("tag"))
+    return [row for path in _entries(folder) if (match := FILE.match(path.name))
+            for row in read_csv(path, match.group("tag"))]
+
+
+def has_grad_norm(side: dict[int, list[tuple[int, Row]]]) -> bool:
+    return any(row.tag == "grad_norm" for rows in side.values() for _, row in rows)
+
+
+def add_grad_norm(side: dict[int, list[tuple[int, Row]]]) -> None:
+    """Give an output without ``grad_norm`` files (msprobe writes none) the global norm of its reduced gradients,
+    derived from their norms, so that it compares with one that has them."""
+    for rows in side.values():
+        grads: dict[int, list[Row]] = defaultdict(list)
+        for _, row in rows:
+            if row.tag == "grad_reduced":
+                grads[row.step].append(row)
+        rows += [(0, norm) for step in sorted(grads) for norm in grad_norm(grads[step], step)]
 
 
 def read_text(path: Path) -> str:
@@ -96,20 +125,32 @@ def read_text(path: Path) -> str:
 def read_csv(path: Path, tag: str) -> Iterator[tuple[int, Row]]:
     """The rows of one monitor CSV of quantity ``tag``; any damage is one :class:`CompareError` line."""
     reader = csv.reader(io.StringIO(read_text(path), newline=""))
+    lines: list[tuple[int, dict[str, str]]] = []
     try:
         header = next(reader, None)
         ops = _check_header(path, header)
-        order = 0
         for fields in reader:
             if not fields:
                 continue  # a blank line
             if len(fields) != len(header):
                 raise CompareError(f"{path}: line {reader.line_num} has {len(fields)} fields, the header "
                                    f"{len(header)} (a truncated or edited file); {UNMODIFIED}")
-            yield order, _row(path, reader.line_num, tag, dict(zip(header, fields)), ops)
-            order += 1
+            lines.append((reader.line_num, dict(zip(header, fields))))
     except csv.Error as exc:
         raise CompareError(f"{path}: line {reader.line_num}: {exc} (not a monitor CSV); {UNMODIFIED}") from None
+    places = max((_decimals(values[op]) for _, values in lines for op in ops), default=0)
+    resolution = 0.5 * 10.0 ** -places if places else 0.0
+    for order, (line, values) in enumerate(lines):
+        yield order, _row(path, line, tag, values, ops, resolution)
+
+
+def _decimals(text: str) -> int:
+    """How many decimals a number is written with (``8.3e-05``: 6; ``nan``, ``12``: 0)."""
+    try:
+        exponent = decimal.Decimal(text.strip()).as_tuple().exponent
+    except decimal.InvalidOperation:
+        return 0
+    return -exponent if isinstance(exponent, int) and exponent < 0 else 0
 
 
 def _check_header(path: Path, header: list[str] | None) -> list[str]:
@@ -130,7 +171,7 @@ def _check_header(path: Path, header: list[str] | None) -> list[str]:
     return ops
 
 
-def _row(path: Path, line: int, tag: str, values: dict[str, str], ops: list[str]) -> Row:
+def _row(path: Path, line: int, tag: str, values: dict[str, str], ops: list[str], resolution: float) -> Row:
     def get(column: str, convert: Callable[[str], Any], default: Any = None) -> Any:
         text = values.get(column)
         if text is None:
@@ -142,7 +183,8 @@ def _row(path: Path, line: int, tag: str, values: dict[str, str], ops: list[str]
             raise CompareError(f'{path}: line {line}, column "{column}": {shown!r} {exc}; {UNMODIFIED}') from None
 
     return Row(tag, values["name"], get("step", _int), {op: get(op, _float) for op in ops}, get("shape", _shape),
-               get("dtype", _dtype), get("micro_step", _optional_int), get("vpp_stage", _optional_int) or 0)
+               get("dtype", _dtype), get("micro_step", _optional_int), get("vpp_stage", _optional_int) or 0,
+               resolution)
 
 
 def _int(text: str) -> int:
