@@ -1,6 +1,8 @@
 """FSDP2 and tensor parallelism (DTensor) under ``probe run`` on two gloo CPU ranks: training as without probe,
 entries inside the model on every rank, shards recorded with msprobe's DTensor keys, and ``probe compare`` of a
-run with a planted change (the second GELU's tanh approximation) naming it."""
+run with a planted change (the second GELU's tanh approximation) naming it. Buffers a call writes without
+reading them (FSDP2's freshly allocated all-gather buffers, ``out=``) are recorded as null, as msprobe records
+them."""
 
 from __future__ import annotations
 
@@ -13,7 +15,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
+import torch.distributed as dist
 
+from probe_torch.buffers import UNREAD_INPUTS
 from tests.collect.helpers import PROBE, ROOT, load
 from tests.ports import free_port
 
@@ -52,7 +57,7 @@ def test_sharded_run_same_losses_and_compare_finds_plant(tmp_path, layout):
         assert weight["device_mesh"] == [0, 1]
         if layout == "fsdp":  # each rank holds half the rows of the 16x16 gradient
             assert weight["placements"] == [{"Shard": {"dim": 0}}] and weight["shape"] == [8, 16]
-            assert "Distributed.all_gather_single.0.forward" in data  # FSDP2's forward all-gather
+            _assert_fsdp_buffers_null(data)
         else:  # RowwiseParallel: half the columns; the partial sums are reduced by DTensor's all_reduce
             assert weight["placements"] == [{"Shard": {"dim": 1}}] and weight["shape"] == [16, 8]
             reduce = data["Torch.all_reduce.0.forward"]
@@ -64,16 +69,72 @@ def test_sharded_run_same_losses_and_compare_finds_plant(tmp_path, layout):
     done = subprocess.run([PROBE, "compare", "target", "bench", "-o", "cmp"], cwd=tmp_path, capture_output=True,
                           text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert done.returncode == 0, done.stderr[-3000:]
-    if layout == "tp":
-        first = json.loads((tmp_path / "cmp" / "summary.json").read_text())["first_divergence"]
-        assert first["name"].startswith("Functional.gelu.1.forward") and first["rank"] == "rank0_step0", first
-        return
-    # FSDP2 all-gathers into buffers it has just allocated (torch.empty): their recorded values are whatever
-    # the memory held, so compare flags them too (msprobe leaves such buffers out: builtin_ignore_ops.yaml;
-    # probe does not yet). Past them, the first error is the planted GELU.
+    first = json.loads((tmp_path / "cmp" / "summary.json").read_text())["first_divergence"]
+    assert first["name"].startswith("Functional.gelu.1.forward") and first["rank"] == "rank0_step0", first
+    # the only errors are the planted GELU's (FSDP2's all-gather buffers, recorded as null, are none)
     rows = list(csv.DictReader(next((tmp_path / "cmp" / "step0").glob("compare_result_rank0_*.csv")).open()))
-    errors = [r["NPU Name"] for r in rows if r["Result"] == "error" and not r["NPU Name"].startswith(_FSDP_BUFFERS)]
-    assert errors and errors[0].startswith("Functional.gelu.1.forward"), errors
+    errors = {r["NPU Name"].split(".forward")[0] for r in rows if r["Result"] == "error"}
+    assert errors == {"Functional.gelu.1"}, errors
 
 
-_FSDP_BUFFERS = ("Torch.all_gather_copy_in.", "Distributed.all_gather_single.", "Torch.split_with_sizes_copy.")
+def _assert_fsdp_buffers_null(data: dict) -> None:
+    """FSDP2's forward all-gather of the first Linear (64 weights and 8 biases a rank): the buffer it allocates
+    is null where it is written without being read, and shows the gathered values as the call's output."""
+    copy_in = data["Torch.all_gather_copy_in.0.forward"]  # this rank's shard copied into a fresh buffer
+    assert copy_in["input_args"][1] is None and copy_in["output"][1] is None
+    assert copy_in["output"][0]["shape"] == [72] and copy_in["output"][0]["Norm"] > 0  # this rank's part
+    gather = data["Distributed.all_gather_single.0.forward"]
+    assert gather["input_args"][0] is None and gather["input_args"][1]["shape"] == [72]
+    assert gather["output"][0]["shape"] == [144] and abs(gather["output"][0]["Max"]) < 1  # both shards
+    split = data["Torch.split_with_sizes_copy.0.forward"]  # into the unsharded parameters: out= shown as output
+    assert split["input_kwargs"]["out"] is None
+    assert [o["shape"] for o in split["output"]] == [[2, 64], [2, 8]]
+    assert split["output"][0]["Norm"] ** 2 + split["output"][1]["Norm"] ** 2 == \
+        pytest.approx(gather["output"][0]["Norm"] ** 2)
+
+
+def test_collective_and_out_buffers_recorded_null_as_msprobe(tmp_path):
+    """One gloo rank: the buffer a collective fills is null in input_args (by position, as msprobe) and in
+    input_kwargs (by keyword, where msprobe records it as given), an ``out=`` tensor is null; outputs show
+    the values the call wrote."""
+    from probe_torch import PrecisionDebugger
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
+    try:
+        debugger = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="L1")
+        debugger.start()
+        x = torch.arange(1.0, 4.0)
+        dist.all_gather_into_tensor(torch.full((3,), 7.0), x)
+        dist.all_gather_into_tensor(output_tensor=torch.full((3,), 7.0), input_tensor=x)
+        dist.all_gather([torch.full((3,), 7.0)], x)
+        torch.add(x, 1, out=torch.full((3,), 7.0))
+        debugger.stop()
+        debugger.step()
+        debugger.close()
+    finally:
+        dist.destroy_process_group()
+    data = load(tmp_path / "dump" / "step0" / "rank0" / "dump.json")["data"]
+    by_position, by_keyword = data["Distributed.all_gather_into_tensor.0.forward"], \
+        data["Distributed.all_gather_into_tensor.1.forward"]
+    assert by_position["input_args"][0] is None and by_position["input_args"][1]["Max"] == 3.0
+    assert by_keyword["input_kwargs"]["output_tensor"] is None and by_keyword["input_kwargs"]["input_tensor"]
+    for entry in (by_position, by_keyword):
+        assert entry["output"][0]["Max"] == 3.0 and entry["output"][0]["Min"] == 1.0  # gathered, not the 7s
+    gathered = data["Distributed.all_gather.0.forward"]
+    assert gathered["input_args"][0] is None and gathered["output"][0][0]["Max"] == 3.0
+    add = data["Torch.add.0.forward"]
+    assert add["input_kwargs"]["out"] is None and add["output"][0]["Min"] == 2.0
+
+
+def test_unread_buffer_keywords_are_torchs_parameter_names():
+    import inspect
+
+    for api, rules in UNREAD_INPUTS.items():
+        prefix, name = api.split(".")
+        if prefix == "Distributed":
+            parameters = list(inspect.signature(getattr(dist, name)).parameters)
+        else:  # FSDP2's operator
+            import torch.distributed.fsdp  # noqa: F401  (registers torch.ops.fsdp)
+            parameters = [a.name for a in getattr(torch.ops.fsdp, name).default._schema.arguments]
+        for position, keyword in rules:
+            assert parameters[position] == keyword, (api, parameters)

@@ -259,6 +259,7 @@ def test_plain_facts_say_what_the_row_path_says(tmp_path):
             assert all(type(r) is Reason for r in reasons if r), reasons
             assert [f"{r}" for r in reasons] == [eager.worst_input, eager.worst_output]
             assert pickle.loads(pickle.dumps(lazy)) == eager
+            assert (lazy.stats_out(), lazy.stats_in()) == (eager.stats_out(), eager.stats_in())
             checked += 1
     assert checked > 20, checked
 

@@ -60,8 +60,8 @@ def test_perturbed_layer_is_the_first_divergence(tmp_path, mode):
         assert fc1_out["Result"] == "error" and fc1_out["NPU MD5"] != fc1_out["BENCH MD5"]
     elif mode == "tensor":  # every element is 1% off: error rule 2 (one-thousandth ratio 0 < 0.6)
         assert fc1_out["Result"] == "error" and "One Thousandth" in fc1_out["Err_message"]
-    else:  # norm 1% off while inputs agree: warning rule 1, so no error entry at all
-        assert fc1_out["Result"] == "warning" and "over 10x" in fc1_out["Err_message"]
+    else:  # norm 1% off while inputs agree exactly: under the 0.1 msprobe's warning asks of it then, so it passes
+        assert fc1_out["Result"] == "pass"
         assert legend_first is None
     if mode != "statistics":
         assert (legend_first["name"], legend_first["kind"]) == ("Module.fc1.Linear.forward.0", "rules")

@@ -294,7 +294,8 @@ def load_config(
 
 
 def _refuse_summary_mode_as_task(task: Any, registry: Registry, source: str) -> None:
-    """A ``task`` that is an installed mode's ``summary_mode`` (``"md5"``) is refused with msprobe's spelling."""
+    """A ``task`` that is an installed mode's ``summary_mode`` (msprobe's checksum, say) is refused, saying how
+    msprobe spells it."""
     for spec in registry.data_modes.values():
         if isinstance(task, str) and task in spec.summary_modes and task not in spec.tasks and spec.tasks:
             home = spec.tasks[0]

@@ -16,7 +16,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from probe_core.api import ComparatorSpec, DataMode, DataModeSpec, ERROR, hookimpl, LeafPair, RowResult
+from probe_core.api import ComparatorSpec, DataMode, DataModeSpec, ERROR, hookimpl, LeafPair, RowResult, WARNING
 from probe_modes.statistics import StatisticsMode
 
 try:
@@ -43,6 +43,7 @@ class Md5Mode(StatisticsMode):
     statistics_columns = False
     graph_task = "md5"
     legend = "CRC-32 of inputs/outputs"
+    msprobe_one_sided = WARNING  # --rules msprobe: a target tensor without a bench partner (msprobe's md5 legend)
 
     def extend(self, record: dict[str, Any], tensor: Any, ops: Any, sink: Any, label: str) -> None:
         # a tensor met twice in a batch is hashed once

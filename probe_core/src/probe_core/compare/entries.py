@@ -15,7 +15,7 @@ from typing import Any
 from probe_core.compare.comparator import LeafPair, LoadedComparator
 from probe_core.compare.judge import EntryFacts, entry_facts
 from probe_core.compare.mapping import NameMap
-from probe_core.compare.rules import ERROR, UNMATCHED, RowResult, judge_entry
+from probe_core.compare.rules import ERROR, UNMATCHED, RowResult, judge_entry, judge_unmatched
 from probe_core.dump import DumpEntry, TensorMeta
 from probe_core.errors import DumpError, ProbeError
 from probe_core.modes import DataMode
@@ -74,9 +74,7 @@ def compare_entry(npu: DumpEntry | None, bench: DumpEntry | None, mode: DataMode
     _check_leaves(rows, npu, bench, lenient)
     if npu is None or bench is None:
         side = "target" if bench is None else "bench"
-        for row in rows:
-            row.result = UNMATCHED
-            row.messages = [f"Only in the {side} dump: no matching entry on the other side."]
+        judge_unmatched(rows, side, mode, rules)
         present = npu or bench
         key = index if npu is not None else -1 - index  # bench-only entries: their own key space
         facts = entry_facts(name, key, present.parent, UNMATCHED, rows, mode, side)  # type: ignore[union-attr]

@@ -136,7 +136,8 @@ class EntryFacts:
     side: str | None = None        # for an unmatched entry: "target" or "bench"
     bench_name: str | None = None
     message: str = ""              # the first error message of the rules, if any
-    pairs: Any = None              # each row's (target leaf, bench leaf) (read to explain a divergence)
+    pairs: Any = field(default=None, compare=False, repr=False)  # each row's (target leaf, bench leaf): read
+    #                                to explain a divergence (the same leaves, lazily built or not)
     fresh_in: list[tuple[float, int]] = field(default_factory=list)  # (discrepancy, row) of differing inputs
     inputs: list[tuple[int, float]] = field(default_factory=list)  # (row position, discrepancy) of inputs, parameters
     target_dtype: str = ""         # the coarsest float dtype of the target's outputs

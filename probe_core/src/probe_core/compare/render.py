@@ -45,7 +45,10 @@ def render_rows(outcome: EntryOutcome, columns: Sequence[str], percent: frozense
     stack = str(list(stack_entry.stack)) if stack_entry is not None and stack_entry.stack else None
     na = output.NA
     no_stats = (None,) * 4
-    for i, row in enumerate(outcome.rows):
+    first = True
+    for row in outcome.rows:
+        if not row.shown:  # a row the rules do not write (msprobe's: a tensor on the bench side only)
+            continue
         npu, bench, metrics = row.npu, row.bench, row.metrics
         if npu is not None:
             values = [npu.name, None, npu.dtype, None, None if npu.shape is None else _shape_text(npu.shape), None,
@@ -66,7 +69,8 @@ def render_rows(outcome: EntryOutcome, columns: Sequence[str], percent: frozense
             values += bench.stats if bench is not None else no_stats
         n_grad, b_grad = values[6], values[7]
         values += (None if n_grad is None or b_grad is None else n_grad == b_grad, row.result,
-                   row.err_message or None, stack if i == 0 else None)
+                   row.err_message or None, stack if first else None)
+        first = False
         if has_data_name:
             names = [leaf.data_name if leaf is not None else None for leaf in (npu, bench)]
             values.append(str([n or "-1" for n in names]))

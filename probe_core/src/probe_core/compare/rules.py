@@ -19,6 +19,15 @@ verdicts, applied in this order by :func:`judge_entry`:
 Exemptions: the input-based rules skip the placeholder collectives
 (:data:`PLACEHOLDER_APIS`); redundant APIs (:data:`REDUNDANT_APIS`) always
 pass.
+
+``--rules msprobe`` gives the Result column msprobe writes, row for row
+(measured on msprobe's own example dump: ``benchmarks/msprobe_parity.py``):
+a row is an *output* when it is one of the entry's ``output`` tensors and an
+*input* otherwise (parameters and parameter gradients included); a tensor
+on the target side only passes (its bench cells ``N/A``) and one on the bench
+side only writes no row (:attr:`RowResult.shown`; :func:`judge_unmatched` for
+whole entries; a mode's ``msprobe_one_sided`` level, ``pass`` unless it sets
+one, md5's ``warning``); non-tensor values are compared on the input side only; a placeholder collective's inputs are not judged.
 """
 
 from __future__ import annotations
@@ -61,6 +70,7 @@ class RowResult:
     metrics: dict[str, Any] = field(default_factory=dict)
     result: str = PASS
     messages: list[str] = field(default_factory=list)
+    shown: bool = True  # False: a row msprobe's rules do not write (a tensor on the bench side only)
 
     @property
     def role(self) -> str:
@@ -142,17 +152,27 @@ def is_bad(value: Any) -> bool:
 # -- per-row rules of every mode ---------------------------------------------------------
 
 
-def _row_rules(row: RowResult) -> bool:
-    """The rules of every mode; True when the row holds two tensors the mode should judge."""
+def _row_rules(row: RowResult, msprobe: str | None = None) -> bool:
+    """The rules of every mode (``msprobe``: as msprobe's legend words them, the level of a target-only row);
+    True when the row holds two tensors the mode should judge."""
     npu, bench = row.npu, row.bench
     if npu is None or bench is None:
         side = "bench" if npu is None else "target"
-        row.flag(WARNING, f"{'Parameters' if row.role == 'parameters' else 'Tensor'} only on the {side} side.")
+        what = "Parameters" if row.role == "parameters" else "Tensor"
+        if msprobe:  # msprobe: the row is written with its bench cells N/A; a bench-only row is not written
+            row.shown = npu is not None
+            row.flag(msprobe, f"{what} only on the {side} side: not compared.")
+        else:
+            row.flag(WARNING, f"{what} only on the {side} side.")
         return False
     if npu.is_tensor != bench.is_tensor:
         row.flag(ERROR, "Tensor on one side, non-tensor on the other.")
         return False
     if not npu.is_tensor:
+        if msprobe:
+            if row.role != "output" and npu.max != bench.max:  # msprobe compares the input numbers only
+                row.flag(ERROR, f"Scalar values differ ({npu.value!r} vs {bench.value!r}).")
+            return False
         if npu.value == bench.value or (is_bad(npu.value) and is_bad(bench.value)) \
                 or same_dtype_constant(npu.value, bench.value):
             return False
@@ -199,21 +219,47 @@ def judge_entry(entry_name: str, rows: Sequence[RowResult], mode: DataMode,
     if _is_redundant(op):
         for row in rows:
             row.result, row.messages = PASS, ["Redundant API: not compared."]
+            row.shown = rules != "msprobe" or row.npu is not None
         return PASS
     judges = [comp for comp in comparators if comp.judge is not None]
-    by_values = rules == "msprobe" or not mode.measures_noise()
+    msprobe = rules == "msprobe"
+    by_values = msprobe or not mode.measures_noise()
+    skipped_inputs = msprobe and op in PLACEHOLDER_APIS  # msprobe judges only a placeholder's outputs
     for row in rows:
-        if _row_rules(row) and by_values:
+        if skipped_inputs and row.role != "output":
+            row.shown = row.npu is not None
+            continue
+        if _row_rules(row, one_sided_level(mode) if msprobe else None) and by_values:
             mode.judge_row(row)
         if row.npu is not None and row.bench is not None:
             for comp in judges:
                 verdict = comp.run_judge(row)
                 if verdict:
                     row.flag(*verdict)
-    if op not in PLACEHOLDER_APIS and by_values:
+    if msprobe and op not in PLACEHOLDER_APIS:  # every row msprobe writes, in order (outputs[0] gets a warning)
+        written = [r for r in rows if r.shown]
+        mode.judge_io([r for r in written if r.role != "output"], [r for r in written if r.role == "output"])
+    elif op not in PLACEHOLDER_APIS and by_values:
         both = [r for r in rows if r.npu is not None and r.bench is not None]
         mode.judge_io([r for r in both if r.role in INPUT_ROLES], [r for r in both if r.role in OUTPUT_ROLES])
-    return worst(row.result for row in rows)
+    return worst(row.result for row in rows if row.shown)
+
+
+def one_sided_level(mode: DataMode) -> str:
+    """msprobe's Result for a target tensor without a bench partner in ``mode`` (statistics: pass)."""
+    return getattr(mode, "msprobe_one_sided", PASS)
+
+
+def judge_unmatched(rows: Sequence[RowResult], side: str, mode: DataMode, rules: str = "noise") -> None:
+    """The rows of an entry found on one ``side`` only (``"target"`` or ``"bench"``): unmatched; with
+    ``rules="msprobe"``, as msprobe writes them: a target-only entry's rows get :func:`one_sided_level`
+    (bench cells ``N/A``), a bench-only entry writes no row."""
+    for row in rows:
+        if rules == "msprobe":
+            row.result, row.shown = one_sided_level(mode), side == "target"
+        else:
+            row.result = UNMATCHED
+        row.messages = [f"Only in the {side} dump: no matching entry on the other side."]
 
 
 def worst(results) -> str:
