@@ -97,6 +97,8 @@ class DataMode:
 
     #: Modes whose compare a dump of this mode also supports (its records hold their data too).
     compares_as: tuple[str, ...] = ()
+    #: ``--rules msprobe``: the Result msprobe writes for a target tensor without a bench partner.
+    msprobe_one_sided: str = "pass"
 
     def recognises(self, task: str, record: Mapping[str, Any] | None) -> bool:
         """True when a dump with header ``task`` whose first tensor record is ``record`` is in this mode.

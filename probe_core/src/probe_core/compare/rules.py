@@ -247,7 +247,7 @@ def judge_entry(entry_name: str, rows: Sequence[RowResult], mode: DataMode,
 
 def one_sided_level(mode: DataMode) -> str:
     """msprobe's Result for a target tensor without a bench partner in ``mode`` (statistics: pass)."""
-    return getattr(mode, "msprobe_one_sided", PASS)
+    return mode.msprobe_one_sided
 
 
 def judge_unmatched(rows: Sequence[RowResult], side: str, mode: DataMode, rules: str = "noise") -> None:
