@@ -36,6 +36,7 @@ def pair_dumps(targets: list[RankDump], benches: list[RankDump]) -> list[tuple[R
 
 
 def dump_spec(dump: RankDump) -> tuple[Path, int | None, int | None, bool]:
+    """What a worker process needs to open ``dump`` again."""
     return (dump.dump_file, dump.step, dump.rank, dump.lenient)
 
 
@@ -45,6 +46,8 @@ def _pair_job(target: tuple, bench: tuple, ref: RegistryRef, options: CompareOpt
 
 
 def compare_pairs(pairs, registry, options: CompareOptions) -> list[PendingRank]:
+    """Compare each (target, bench) pair: its facts and spooled rows, not yet judged. One pair after another with a
+    progress bar each, or ``--workers`` processes, one pair each."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
