@@ -1,13 +1,21 @@
 """What ``probe locate`` costs against one full mix dump of the same steps (both runs, then ``probe compare``).
 
-    python benchmarks/locate_cost.py [--hidden 256] [--layers 8] [--batch 64] [--steps 8] [--bug-from 5]
+    python benchmarks/locate_cost.py [--model blocks|tiny] [--steps N] [--script-steps S] [--bug-from K]
+                                     [--split] [--plain]
 
-The training script is tests/locate/train_tiny.py (an MLP; the target's first GELU switches to its tanh
-approximation from step ``--bug-from``). Both ways run the bench and the target one after the other; the script
-prints wall and CPU seconds (this process' children: user + sys) and bytes written, and their ratios
-locate / full dump, each stage's share (from locate_summary.json) and the culprit both name. On a loaded
-machine compare CPU, not wall. ``--steps`` is both the script's length and the steps stage 1 monitors (the
-full dump records the same steps).
+``blocks`` (default): tests/locate/train_blocks.py, 4 pre-norm transformer blocks of hidden 512 (batch 4, 128
+tokens: a step costs about 2 CPU seconds on the 2-core development box, against about 9 for the process start);
+the script runs 20 steps, locate monitors the first 16 and the full dump records the same 16 (its run ends after
+them: ``exit_after_last_step``), the bug (the first block's GELU switched to its tanh approximation) from step 10.
+``tiny``: tests/locate/train_tiny.py, an 8-layer MLP of hidden 256 (batch 64), 8 steps, bug from step 5: a step
+costs next to nothing against the process start.
+
+Both ways run the bench and the target one after the other. The script prints wall and CPU seconds (every process
+it started and their children: user + sys) and bytes written, their ratios locate / full dump, each stage's share
+(from locate_summary.json, with its training runs) and the culprit both name. ``--split`` then reruns stages 3 and 4
+with ``--tensor-budget-mb 0`` (statistics, then the one API's tensors: two pairs of runs) on stages 1 and 2 reused,
+to compare with the one pair of runs stage 3 takes by default. ``--plain`` first times the bench without probe, one
+step and all steps (the process' fixed cost and a step's). On a loaded machine compare CPU, not wall.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,8 +31,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "tests" / "locate" / "train_tiny.py"
 PROBE = str(Path(sys.executable).with_name("probe"))
+MODELS = {  # script, its size arguments, script steps, monitored steps, bug from
+    "blocks": (ROOT / "tests" / "locate" / "train_blocks.py",
+               ["--hidden", "512", "--blocks", "4", "--batch", "4", "--seq", "128"], 20, 16, 10),
+    "tiny": (ROOT / "tests" / "locate" / "train_tiny.py", ["--hidden", "256", "--layers", "8", "--batch", "64"], 8, 8, 5),
+}
 
 
 def measured(commands: list[list[str]]) -> tuple[float, float]:
@@ -47,43 +60,72 @@ def size(folder: Path) -> int:
     return total
 
 
+def row(label: str, wall: float, cpu: float, written: int, extra: str = "") -> None:
+    print(f"{label:30}{wall:10.1f}{cpu:10.1f}{written:14,}{extra}", flush=True)
+
+
+def stages(summary: dict) -> None:
+    for name, stage in summary["stages"].items():
+        runs = sum(line.startswith(("bench:", "target:")) for line in stage["ran"])
+        row(f"  stage {name}", stage["seconds"], stage["cpu_seconds"], stage["bytes"], f"  ({runs} training runs)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--hidden", type=int, default=256)
-    parser.add_argument("--layers", type=int, default=8)
-    parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--steps", type=int, default=8)
-    parser.add_argument("--bug-from", type=int, default=5)
+    parser.add_argument("--model", choices=MODELS, default="blocks")
+    parser.add_argument("--steps", type=int, help="steps locate monitors and the full dump records")
+    parser.add_argument("--script-steps", type=int, help="steps the script runs")
+    parser.add_argument("--bug-from", type=int)
+    parser.add_argument("--split", action="store_true", help="then stages 3 and 4 again, two pairs of runs in stage 3")
+    parser.add_argument("--plain", action="store_true", help="first time the bench without probe")
     args = parser.parse_args()
-    model = [str(SCRIPT), "--steps", str(args.steps), "--hidden", str(args.hidden), "--layers", str(args.layers),
-             "--batch", str(args.batch)]
-    bench, target = [sys.executable, *model], [sys.executable, *model, "--gelu-tanh-from", str(args.bug_from)]
+    script, sizes, script_steps, steps, bug = MODELS[args.model]
+    script_steps, steps, bug = args.script_steps or script_steps, args.steps or steps, args.bug_from or bug
+    bench = [sys.executable, str(script), *sizes, "--steps", str(script_steps)]
+    target = [*bench, "--gelu-tanh-from", str(bug)]
+    print(f"model {args.model}: {' '.join(sizes)}; the script runs {script_steps} steps, locate monitors {steps} and "
+          f"the full dump records {steps}; bug from step {bug}")
+    print(f"{'':30}{'wall s':>10}{'CPU s':>10}{'bytes':>14}", flush=True)
+    if args.plain:
+        one = measured([[*bench[:-1], "1"]])
+        whole = measured([[*bench[:-1], str(steps)]])
+        row("plain bench, 1 step", *one, 0)
+        row(f"plain bench, {steps} steps", *whole, 0,
+            f"  (a step {(whole[1] - one[1]) / (steps - 1):.2f} s CPU, the rest {one[1] - (whole[1] - one[1]) / (steps - 1):.1f} s)")
     with tempfile.TemporaryDirectory(prefix="locate_cost_") as tmp:
         out = Path(tmp)
-        full = measured([[PROBE, "run", "--level", "mix", "--dump-path", str(out / "full" / side), *command[1:]]
+        config = out / "full.json"
+        config.write_text(json.dumps({"task": "statistics", "level": "mix", "step": list(range(steps)),
+                                      "exit_after_last_step": True}))
+        full = measured([[PROBE, "run", "-c", str(config), "--dump-path", str(out / "full" / side), *command[1:]]
                          for side, command in (("bench", bench), ("target", target))]
                         + [[PROBE, "compare", str(out / "full" / "target"), str(out / "full" / "bench"), "-o",
                             str(out / "full" / "compare")]])
         full_bytes = size(out / "full")
-        located = measured([[PROBE, "locate", "--bench", " ".join(bench), "--target", " ".join(target), "--steps",
-                             str(args.steps), "-o", str(out / "locate")]])
+        row("full mix dump + compare", *full, full_bytes, "  (2 training runs)")
+        locate = [PROBE, "locate", "--bench", " ".join(bench), "--target", " ".join(target), "--steps", str(steps)]
+        located = measured([[*locate, "-o", str(out / "locate")]])
         locate_bytes = size(out / "locate")
         culprit = json.loads((out / "full" / "compare" / "summary.json").read_text())["first_divergence"]
-        answer = json.loads((out / "locate" / "locate_summary.json").read_text())
-        found = answer["stages"].get("mix", {}).get("finding", {}).get("name")
-    print(f"model: {args.layers} hidden layers of {args.hidden}, batch {args.batch}, {args.steps} steps, bug from step "
-          f"{args.bug_from}")
-    print(f"{'':24}{'wall s':>10}{'CPU s':>10}{'bytes':>14}")
-    print(f"{'full mix dump+compare':24}{full[0]:10.1f}{full[1]:10.1f}{full_bytes:14,}")
-    print(f"{'probe locate (4 stages)':24}{located[0]:10.1f}{located[1]:10.1f}{locate_bytes:14,}")
-    print(f"ratios locate/full: wall {located[0] / full[0]:.2f}x, CPU {located[1] / full[1]:.2f}x, bytes "
-          f"{locate_bytes / max(full_bytes, 1):.3f}x")
-    for name, stage in answer["stages"].items():
-        processes = sum(line.startswith(("bench:", "target:")) for line in stage["ran"])
-        print(f"  stage {name:8}{stage['seconds']:10.1f}{stage['cpu_seconds']:10.1f}{stage['bytes']:14,}"
-              f"  ({processes} training runs)")
-    print(f"culprit: full dump {culprit['name']} (step {culprit['step']}); locate {found}; answer: "
-          f"{(answer['answer'] or {}).get('kind')}")
+        summary = json.loads((out / "locate" / "locate_summary.json").read_text())
+        row("probe locate, all stages", *located, locate_bytes)
+        stages(summary)
+        print(f"ratios locate/full: wall {located[0] / full[0]:.2f}x, CPU {located[1] / full[1]:.2f}x, bytes "
+              f"{locate_bytes / max(full_bytes, 1):.3f}x")
+        found = summary["stages"].get("mix", {}).get("finding", {}).get("name")
+        print(f"culprit: full dump {culprit['name']} (step {culprit['step']}); locate {found}; answer: "
+              f"{(summary['answer'] or {}).get('kind')}")
+        if args.split:
+            split = out / "split"
+            split.mkdir()
+            for folder in ("stage1-monitor", "stage2-l0"):
+                shutil.copytree(out / "locate" / folder, split / folder, symlinks=True)
+            again = measured([[*locate, "-o", str(split), "--tensor-budget-mb", "0"]])
+            summary = json.loads((split / "locate_summary.json").read_text())
+            row("stages 3-4 split (reused 1-2)", *again, size(split / "stage3-mix") + size(split / "stage4-replay"))
+            stages({"stages": {k: v for k, v in summary["stages"].items() if k in ("mix", "replay")}})
+            print(f"culprit, split: {summary['stages']['mix']['finding'].get('name')}; answer: "
+                  f"{(summary['answer'] or {}).get('kind')}")
 
 
 if __name__ == "__main__":

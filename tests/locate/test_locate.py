@@ -36,9 +36,10 @@ def state(out: Path, folder: str) -> dict:
 
 @pytest.fixture(scope="module")
 def gelu(tmp_path_factory):
-    """The GELU of the target switches to its tanh approximation from step 2: three runs of the same funnel."""
+    """The GELU of the target switches to its tanh approximation from step 2: three runs of the same funnel. The
+    script runs 6 steps; stage 1 monitors the first 4 (the default)."""
     out = tmp_path_factory.mktemp("locate") / "out"
-    commands = ["--bench", f"{PY} {SCRIPT}", "--target", f"{PY} {SCRIPT} --gelu-tanh-from 2"]
+    commands = ["--bench", f"{PY} {SCRIPT} --steps 6", "--target", f"{PY} {SCRIPT} --steps 6 --gelu-tanh-from 2"]
     first = locate(out, *commands, "--stop-after", "l0")
     first_states = {f: state(out, f) for f in ("stage1-monitor", "stage2-l0")}
     second = locate(out, *commands)
@@ -54,26 +55,27 @@ def test_stage_findings(gelu):
     assert (l0["name"], l0["step"], l0["kind"]) == ("Module.1.GELU.forward.0", 2, "adds error")
     mix = state(out, "stage3-mix")
     assert mix["finding"]["name"] == "Functional.gelu.0.forward"
+    # a forward divergence in a small module: one pair of runs records the tensors of everything inside it at step 2
     config = json.loads((out / "stage3-mix" / "config.json").read_text())
-    assert (config["task"], config["level"], config["step"]) == ("statistics", "mix", [2])
-    assert config["statistics"]["scope"] == ["Module.1.GELU.forward.0"] * 2
-    # stage 3 records statistics of what runs inside the module at step 2: its forward and its one API ...
-    dump = json.loads((out / "stage3-mix" / "target" / "step2" / "rank0" / "dump.json").read_text())
-    assert sorted(dump["data"]) == ["Functional.gelu.0.forward", "Module.1.GELU.forward.0"]
-    assert not (out / "stage3-mix" / "target" / "step2" / "rank0" / "dump_tensor_data").exists()
-    # ... then the tensors of that one call only
-    tensors = out / "stage3-mix" / "tensor" / "target" / "step2" / "rank0"
-    assert list(json.loads((tensors / "dump.json").read_text())["data"]) == ["Functional.gelu.0.forward"]
+    assert (config["task"], config["level"], config["step"]) == ("tensor", "mix", [2])
+    assert config["tensor"] == {"scope": ["Module.1.GELU.forward.0"] * 2, "data_mode": ["forward"]}
+    assert sum(line.startswith(("bench:", "target:")) for line in mix["ran"]) == 2
+    assert not (out / "stage3-mix" / "tensor").exists()  # no second pair
+    tensors = out / "stage3-mix" / "target" / "step2" / "rank0"
+    assert sorted(json.loads((tensors / "dump.json").read_text())["data"]) == [
+        "Functional.gelu.0.forward", "Module.1.GELU.forward.0"]
     assert sorted(p.name for p in (tensors / "dump_tensor_data").iterdir()) == [
-        "Functional.gelu.0.forward.input.0.pt", "Functional.gelu.0.forward.output.0.pt"]
+        "Functional.gelu.0.forward.input.0.pt", "Functional.gelu.0.forward.output.0.pt",
+        "Module.1.GELU.forward.0.input.0.pt", "Module.1.GELU.forward.0.output.0.pt"]
     # earlier steps ran without recording; the steps after the one recorded did not run (exit_after_last_step)
     assert not (out / "stage2-l0" / "bench" / "step1").exists()
-    for log in ("stage2-l0/bench.log", "stage3-mix/target.log", "stage3-mix/tensor/bench.log"):
+    for log in ("stage2-l0/bench.log", "stage3-mix/target.log", "stage3-mix/bench.log"):
         text = (out / log).read_text()
         assert "step 1: loss" in text and "step 2: loss" not in text and "step 3: loss" not in text, log
         assert "exit_after_last_step: the script ends after step 2" in text
-    full = (out / "stage1-monitor" / "bench.log").read_text()
-    assert "step 3: loss" in full  # the monitor runs the steps it watches
+    monitored = (out / "stage1-monitor" / "bench.log").read_text()  # steps 0-3 ran (the script prints after the
+    assert "step 2: loss" in monitored and "step 4: loss" not in monitored  # update, so not step 3), 4 and 5 did not
+    assert "the script ends after step 3, the last one stage 1 monitors" in monitored
 
 
 def test_answer_names_the_call(gelu):
@@ -85,7 +87,7 @@ def test_answer_names_the_call(gelu):
     assert answer["acc_check"]["pass"] == 1  # the replay on the bench's inputs passes its standard
     replay = json.loads((out / "stage4-replay" / "replay" / "dump.json").read_text())
     assert replay["data"]["Functional.gelu.0.forward"]["input_kwargs"]["approximate"]["value"] == "tanh"
-    bench_input = out / "stage3-mix" / "tensor" / "bench" / "step2" / "rank0" / "dump_tensor_data" / \
+    bench_input = out / "stage3-mix" / "bench" / "step2" / "rank0" / "dump_tensor_data" / \
         "Functional.gelu.0.forward.input.0.pt"
     replayed = out / "stage4-replay" / "replay" / "dump_tensor_data" / bench_input.name
     assert replayed.read_bytes() == bench_input.read_bytes()
@@ -105,6 +107,26 @@ def test_stop_after_and_resume(gelu):
     assert "probe run -c" in second.stdout and "stage3-mix/config.json" in second.stdout
     # the third run ran nothing
     assert third.stdout.count("finished before: reused") == 4
+
+
+def test_backward_divergence_in_two_pairs(tmp_path):
+    """The GELU module's backward passes on its input gradient times 1.001 from step 1 (a hook registered before
+    probe's): L0 names the module's backward, so stage 3 records statistics from its forward to its backward, then
+    the tensors of the one call that adds error inside it (the hook's multiplication), and the replay names the
+    call's argument."""
+    out, script = tmp_path / "out", f"{PY} {SCRIPT} --steps 2"
+    done = locate(out, "--bench", f"{script} --backward-hook", "--target", f"{script} --grad-bug-from 1", "--steps", "2")
+    l0 = state(out, "stage2-l0")["finding"]
+    assert (l0["name"], l0["step"]) == ("Module.1.GELU.backward.0", 1), done.stdout
+    config = json.loads((out / "stage3-mix" / "config.json").read_text())
+    assert (config["task"], config["statistics"]["scope"]) == (
+        "statistics", ["Module.1.GELU.forward.0", "Module.1.GELU.backward.0"])
+    mix = state(out, "stage3-mix")["finding"]
+    assert (mix["name"], mix["module"]) == ("Tensor.__mul__.0.forward", "Module.1.GELU.backward.0")
+    tensors = json.loads((out / "stage3-mix" / "tensor" / "config.json").read_text())["tensor"]
+    assert tensors == {"list": ["Tensor.__mul__.0.forward"], "data_mode": ["forward"]}
+    answer = json.loads((out / "locate_summary.json").read_text())["answer"]
+    assert answer["kind"] == "call" and "1.001 vs 1.0" in answer["text"]
 
 
 def test_update_divergence(tmp_path):

@@ -31,11 +31,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", metavar="OUT", help="where the stages write (default ./locate_out)")
     parser.add_argument("-c", "--config", metavar="CONFIG",
                         help="locate.json (the config of probe locate): any option below by its long name (stop_after, ...) and monitor, device, "
-                             "dtype, parallel, framework, rtol, noise_factor; a \"plugins\" section applies as in every "
+                             "dtype, parallel, framework, rtol, noise_factor, tensor_budget_mb; a \"plugins\" section applies as in every "
                              "probe config")
     parser.add_argument("--steps", type=int, help="steps stage 1 monitors, from the first (default 4)")
     parser.add_argument("--rank", type=int, help="only this rank (default: the rank where the runs part first)")
     parser.add_argument("--stop-after", choices=STAGE_NAMES, help="stop after this stage (rerun later to go on)")
+    parser.add_argument("--tensor-budget-mb", type=float, metavar="MB",
+                        help="stage 3 takes one pair of runs (the tensors of every API in the module) when they are "
+                             "estimated at MB or less per side, else two (statistics, then the one API's tensors); "
+                             "default 256, 0: always two")
     parser.add_argument("--parallel", action="store_true", default=None,
                         help="run the bench and the target of a stage at the same time")
     parser.add_argument("--bench-monitor", metavar="DIR", help="start from two monitor outputs: the bench's ...")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from probe_core.api import CommandSpec, hookimpl
+from probe_core.api import CommandSpec, RunTaskSpec, hookimpl
 
 
 def _configure(parser):
@@ -21,3 +21,15 @@ def _run(args):
 def probe_commands() -> list[CommandSpec]:
     return [CommandSpec("locate", "from two runs that drift to the operator: monitor, L0 of that step, mix/tensor of "
                         "that module, replay of that API", _configure, _run)]
+
+
+def _window():
+    from probe_locate.window import MonitorWindow
+
+    return MonitorWindow
+
+
+@hookimpl
+def probe_run_tasks() -> list[RunTaskSpec]:
+    return [RunTaskSpec("locate-monitor", "probe locate's stage 1: the monitor, the script ending after the steps it "
+                        "records (-c monitor_config.json)", _window)]

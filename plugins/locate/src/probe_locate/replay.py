@@ -26,17 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from probe_core.api import DumpError, direction
-from probe_locate.stages import TENSORS, Context, answer
+from probe_locate.stages import TENSORS, Context, answer, dump_json
 
 #: the statistics a record and a compare row name alike: (record key, compare CSV column of the target side)
 _STATS = (("Max", "NPU max"), ("Min", "NPU min"), ("Mean", "NPU mean"), ("Norm", "NPU l2norm"))
-
-
-def _dump_json(side: Path, step: int, rank: int) -> Path:
-    found = sorted(side.glob(f"step{step}/rank{rank}/dump.json")) or sorted(side.glob(f"step{step}/*/dump.json"))
-    if not found:
-        raise DumpError(f"{side}: no dump of step {step}, rank {rank}; rerun stage mix (remove its folder)")
-    return found[0]
 
 
 def _leaves(record: Any, path: tuple = ()) -> Iterator[tuple[tuple, dict]]:
@@ -128,8 +121,8 @@ def replay(ctx: Context, previous: dict[str, Any]) -> dict[str, Any]:
     s, culprit = ctx.settings, previous["mix"]
     entry, step, rank = culprit["name"], culprit["step"], culprit["rank_id"]
     call = entry.rsplit(".", 1)[0]
-    stage3 = ctx.folder.parent / "stage3-mix" / TENSORS
-    target, bench = _dump_json(stage3 / "target", step, rank), _dump_json(stage3 / "bench", step, rank)
+    stage3 = ctx.folder.parent / "stage3-mix" / culprit.get("tensors", TENSORS)
+    target, bench = dump_json(stage3 / "target", step, rank), dump_json(stage3 / "bench", step, rank)
     replay_dump, own = build_replay(target, bench, call, ctx.folder)
     options = [*(["--dtype", s.dtype] if s.dtype else [])]
     ctx.probe("acc-check", "-api_info", replay_dump, "-o", ctx.folder / "acc", "--filter", call, "--device",

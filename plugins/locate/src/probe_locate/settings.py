@@ -38,6 +38,7 @@ class Settings:
     monitor: dict = field(default_factory=dict)  # monitor_config.json keys over MONITOR_DEFAULTS
     rtol: float | None = None              # probe monitor compare --rtol / --noise-factor
     noise_factor: float | None = None
+    tensor_budget_mb: float = 256          # stage 3 in one pair of runs when the module's tensors fit (0: never)
     device: str = "cpu"                    # probe acc-check --device / --dtype for the replay
     dtype: str | None = None
 
@@ -54,6 +55,8 @@ class Settings:
                              "noise_factor": self.noise_factor}
         if stage == "l0":
             return common | {"bench_dump": self.bench_dump, "target_dump": self.target_dump}
+        if stage == "mix":
+            return common | {"tensor_budget_mb": self.tensor_budget_mb}
         if stage == "replay":
             return common | {"device": self.device, "dtype": self.dtype}
         return common
@@ -63,7 +66,7 @@ _KINDS: dict[str, tuple[type, ...]] = {
     "bench": (str,), "target": (str,), "output": (str,), "bench_monitor": (str,), "target_monitor": (str,),
     "bench_dump": (str,), "target_dump": (str,), "steps": (int,), "rank": (int,), "stop_after": (str,),
     "parallel": (bool,), "framework": (str,), "monitor": (dict,), "rtol": (int, float),
-    "noise_factor": (int, float), "device": (str,), "dtype": (str,)}
+    "noise_factor": (int, float), "tensor_budget_mb": (int, float), "device": (str,), "dtype": (str,)}
 _PAIRS = (("bench", "target"), ("bench_monitor", "target_monitor"), ("bench_dump", "target_dump"))
 
 
@@ -93,7 +96,7 @@ def _check(values: dict[str, Any], where: str) -> None:
         raise ConfigError(f"{where}: rank {values['rank']}: must be a rank number >= 0")
     if values.get("stop_after", STAGE_NAMES[0]) not in STAGE_NAMES:
         raise ConfigError(f"{where}: stop_after {values['stop_after']!r}: choose one of {', '.join(STAGE_NAMES)}")
-    for key in ("rtol", "noise_factor"):
+    for key in ("rtol", "noise_factor", "tensor_budget_mb"):
         if key in values and not (math.isfinite(values[key]) and values[key] >= 0):
             raise ConfigError(f"{where}: {key} {values[key]}: must be a finite number >= 0")
 

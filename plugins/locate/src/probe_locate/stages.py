@@ -6,7 +6,10 @@
 3. ``mix``: ``probe run`` with statistics at level mix, ``scope`` limited to that module (its forward; for a backward
    divergence from its forward to its backward), ``probe compare``: the API that adds error; then ``probe run`` in
    tensor mode of that one call only (``list``), ``probe compare``: its real inputs and outputs (``OUT/stage3-mix/
-   tensor/``), which the replay takes.
+   tensor/``), which the replay takes. A forward divergence in a small module takes one pair of runs instead of
+   two: tensor mode of everything inside the module (``scope``, in ``OUT/stage3-mix/``) answers both questions,
+   when its tensors are estimated at ``tensor_budget_mb`` or less (``module_bytes``). The finding's ``tensors``
+   names the subfolder with the replay's tensors.
 
 The runs of stages 2 and 3 record one step and rank and end right after that step (``exit_after_last_step``): the
 steps before it run unrecorded, the ones after it do not run.
@@ -18,12 +21,14 @@ when the funnel ends there.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 from probe_core.api import DumpError, ProbeError, counterpart, direction, is_module, is_params_grad
 from probe_locate.launch import Cost, TrainingCommand, probe_command, run_training
 from probe_locate.settings import Settings
+from probe_locate.window import NAME as WINDOW_TASK
 
 #: monitor quantities after the gradients along the update chain: a run that parts there first parts in the update
 UPDATE_QUANTITIES = ("grad_norm", "exp_avg", "exp_avg_sq", "param_updated")
@@ -31,6 +36,9 @@ UPDATE_QUANTITIES = ("grad_norm", "exp_avg", "exp_avg_sq", "param_updated")
 UPDATE_KINDS = ("update", "parameters")
 #: stage 3's subfolder with the tensor-mode runs of the one call (the replay's inputs)
 TENSORS = "tensor"
+#: the tensors of the APIs inside a module, against its own inputs and outputs: a guess (a leaf module's one API
+#: has 1x, a transformer block's 20-odd APIs, weights included, about 16x)
+INSIDE_FACTOR = 16
 
 
 class Context:
@@ -86,7 +94,7 @@ def monitor(ctx: Context, previous: dict[str, Any]) -> dict[str, Any]:
     if s.bench_monitor:
         target, bench = Path(s.target_monitor), Path(s.bench_monitor)
     elif s.bench:
-        target, bench = ctx.run_both(["--task", "monitor"], s.monitor_config)
+        target, bench = ctx.run_both(["--task", WINDOW_TASK], s.monitor_config)
     else:
         return {"found": "skipped: no commands and no monitor outputs (starting from the dumps)", "skipped": True}
     options = [*(["--rank", s.rank] if s.rank is not None else []), *(["--rtol", s.rtol] if s.rtol is not None else []),
@@ -138,6 +146,39 @@ def l0(ctx: Context, previous: dict[str, Any]) -> dict[str, Any]:
                      f"{first['reason']}", **first}
 
 
+def dump_json(side: Path, step: int, rank: int) -> Path:
+    """``side``'s dump.json of ``step`` on ``rank`` (the only rank's when that one is not there)."""
+    found = sorted(side.glob(f"step{step}/rank{rank}/dump.json")) or sorted(side.glob(f"step{step}/*/dump.json"))
+    if not found:
+        raise DumpError(f"{side}: no dump of step {step}, rank {rank}; rerun the stage that made it (remove its "
+                        "folder)")
+    return found[0]
+
+
+def _tensor_bytes(record: Any) -> int:
+    """Bytes of the tensors a dump.json record describes (shape and dtype of each)."""
+    if isinstance(record, list):
+        return sum(map(_tensor_bytes, record))
+    if not isinstance(record, dict):
+        return 0
+    if isinstance(record.get("shape"), list) and isinstance(record.get("dtype"), str):
+        numel = 1
+        for size in record["shape"]:
+            numel *= size if isinstance(size, int) else 1
+        bits = re.search(r"(\d+)$", record["dtype"])
+        return numel * (int(bits.group(1)) // 8 if bits else 1 if "bool" in record["dtype"] else 4)
+    return sum(map(_tensor_bytes, record.values()))
+
+
+def module_bytes(dump: Path, name: str) -> int:
+    """The estimated bytes of the tensors of every API inside the module entry ``name`` of ``dump`` (an L0
+    dump.json): ``INSIDE_FACTOR`` times its own inputs and outputs."""
+    record = json.loads(dump.read_text())["data"].get(name)
+    if record is None:
+        raise DumpError(f"{dump}: no entry {name}; rerun stage l0 (remove its folder)")
+    return INSIDE_FACTOR * _tensor_bytes(record)
+
+
 def scope_of(name: str) -> list[str]:
     """The ``scope`` that records what runs inside the module entry ``name``: its forward call; for a backward entry,
     from its forward to its backward (the backward calls of the layers after it included)."""
@@ -154,7 +195,10 @@ def mix(ctx: Context, previous: dict[str, Any]) -> dict[str, Any]:
                        "commands (--bench, --target)")
     config = {"task": "statistics", "level": "mix", **one_step(found["step"], found["rank_id"])}
     scope = scope_of(found["name"])
-    if scope:
+    one_pair = scope == [found["name"]] * 2 and _fits(ctx, found)
+    if one_pair:  # a forward divergence in a small module: the tensors of everything inside it, one pair of runs
+        config |= {"task": "tensor", "tensor": {"scope": scope, "data_mode": ["forward"]}}
+    elif scope:
         config["statistics"] = {"scope": scope}
     first = ctx.compare(*ctx.run_both([], config))
     if first is None:
@@ -163,10 +207,21 @@ def mix(ctx: Context, previous: dict[str, Any]) -> dict[str, Any]:
     if is_module(first["name"]) or is_params_grad(first["name"]):
         return answer("module", f"{first['name']} adds error, no API inside it does: {first['reason']}",
                        entry=first["name"])
-    call = first["name"].rsplit(".", 1)[0]
-    sides = ["forward"] if direction(first["name"]) == "forward" else ["all"]
-    tensors = {"task": "tensor", "level": "mix", **one_step(first["step"], first["rank_id"]),
-               "tensor": {"list": [f"{call}.forward"], "data_mode": sides}}
-    ctx.compare(*ctx.run_both([], tensors, sub=TENSORS))
+    if not one_pair:
+        call = first["name"].rsplit(".", 1)[0]
+        sides = ["forward"] if direction(first["name"]) == "forward" else ["all"]
+        tensors = {"task": "tensor", "level": "mix", **one_step(first["step"], first["rank_id"]),
+                   "tensor": {"list": [f"{call}.forward"], "data_mode": sides}}
+        ctx.compare(*ctx.run_both([], tensors, sub=TENSORS))
     return {"found": f"{first['name']} adds error first (inside {first['module'] or found['name']}): "
-                     f"{first['reason']}", **first}
+                     f"{first['reason']}", **first, "tensors": "" if one_pair else TENSORS}
+
+
+def _fits(ctx: Context, found: dict[str, Any]) -> bool:
+    """Whether the tensors inside the module stage 2 found are estimated within ``tensor_budget_mb`` (from the
+    target's L0 dump: the stage's own, or the one the user gave)."""
+    s = ctx.settings
+    if not s.tensor_budget_mb:
+        return False
+    side = Path(s.target_dump) if s.target_dump else ctx.folder.parent / "stage2-l0" / "target"
+    return module_bytes(dump_json(side, found["step"], found["rank_id"]), found["name"]) <= s.tensor_budget_mb * 2**20
