@@ -47,11 +47,11 @@ browser:
 		apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; } || \
 		echo "make browser: chromium not installed (needs root and apt-get); the browser tests will skip"
 
-# The suite runs on up to 4 workers (pytest-xdist; tests sharing a fixture stay together, see tests/conftest.py).
+# The suite runs on up to 4 workers (pytest-xdist); tests that share fixtures stay on one (tests/conftest.py).
 TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print(min(4, len(os.sched_getaffinity(0))))")
 
 test: $(STAMP) browser
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+	$(PY) -m pytest -q -n $(TEST_WORKERS)
 
 # The GPU-marked tests, then the dump overhead benchmark, on a CUDA machine (under 6 minutes); without CUDA it
 # says so and succeeds. NOTE: benchmarks/dump_overhead.py has no device option yet: its figures are CPU ones.

@@ -1,34 +1,55 @@
-"""How the suite splits across ``pytest -n N --dist loadgroup`` workers (``make test``).
+"""How the suite splits across ``pytest -n N`` workers (``make test``): which tests must run on one worker.
 
-Tests that share a fixture made once per session go to one worker, grouped by the folder of the conftest
-that defines it; tests that share a module-scoped fixture, by file; the others are spread one by one. A test
-marked ``xdist_group`` by hand keeps its group (the client matrix groups by client). Without ``-n`` this
-changes nothing.
+* the tests of a folder whose conftest.py makes fixtures once per session (dumps, pip-installed packages) go to
+  one worker, so those are made once;
+* the client matrix goes to one worker per client (a client's three levels read the same five runs);
+* any other test file goes to one worker (its module-scoped fixtures are made once).
+
+xdist's own ``--dist loadgroup`` cannot say this under pytest 9: it tags a test's node id through an attribute
+pytest no longer reads, so ``xdist_group`` marks are ignored. The scheduler below groups by these scopes
+instead (xdist's ``pytest_xdist_make_scheduler``). Without ``-n`` nothing changes.
 """
 
 from __future__ import annotations
 
+import re
+from functools import lru_cache
+from pathlib import Path
+
 import pytest
 
-
-def _group(item: pytest.Item) -> str | None:
-    shared = {"session": set(), "module": set()}
-    for definitions in item._fixtureinfo.name2fixturedefs.values():
-        definition = definitions[-1]
-        if definition.scope in shared and definition.baseid:  # fixtures of plugins (tmp_path_factory) have none
-            shared[definition.scope].add(definition.baseid)
-    if shared["session"]:
-        return min(shared["session"], key=len)  # the folder whose tests all see the fixture
-    if shared["module"]:
-        return item.nodeid.split("::", 1)[0]
-    return None
+ROOT = Path(__file__).resolve().parent.parent
+_CLIENT = re.compile(r"^tests/clients/test_clients\.py::(?:test_client_under_probe_run\[(?P<name>.+)-(?:L0|L1|mix)\]"
+                     r"|test_(?P<compiled>torch_compile)\w*)$")
+_SESSION = re.compile(r"""scope\s*=\s*["']session["']""")
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            group = _group(item)
-            if group is not None:
-                item.add_marker(pytest.mark.xdist_group(group))
+@lru_cache(maxsize=None)
+def _makes_session_fixtures(folder: str) -> bool:
+    conftest = ROOT / folder / "conftest.py"
+    return conftest.is_file() and _SESSION.search(conftest.read_text(encoding="utf-8")) is not None
+
+
+def scope_of(nodeid: str) -> str:
+    """The unit of work a test belongs to (tests of one unit run on one worker, in order)."""
+    client = _CLIENT.match(nodeid)
+    if client:
+        return f"client {client['name'] or 'torch-compile'}"
+    path = nodeid.split("::", 1)[0]
+    folder = path.rpartition("/")[0]
+    while folder.count("/") >= 1:  # the folders between the file and tests/ (whose conftest makes none)
+        if _makes_session_fixtures(folder):
+            return folder
+        folder = folder.rpartition("/")[0]
+    return path
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ScopeScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scope_of(nodeid)
+
+    return ScopeScheduling(config, log)

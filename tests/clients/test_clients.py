@@ -23,13 +23,8 @@ def _result(name: str, tmp_path_factory) -> matrix.Result:
     return _CACHE[name]
 
 
-def _group(name: str) -> pytest.MarkDecorator:
-    """A client's tests share its runs: under ``pytest -n`` they go to one worker (``--dist loadgroup``)."""
-    return pytest.mark.xdist_group(f"client-{name}")
-
-
 @pytest.mark.parametrize("level", matrix.LEVELS)
-@pytest.mark.parametrize("name", [pytest.param(name, marks=_group(name)) for name in matrix.CLIENTS])
+@pytest.mark.parametrize("name", list(matrix.CLIENTS))  # a client's levels share its runs: one worker (tests/conftest.py)
 def test_client_under_probe_run(name, level, tmp_path_factory, record_property):
     result = _result(name, tmp_path_factory)
     record_property("matrix_row", matrix.row(result, level))
@@ -56,7 +51,6 @@ def test_client_under_probe_run(name, level, tmp_path_factory, record_property):
     assert matrix.planted_found(result, level), summary.get("first_divergence")
 
 
-@_group("torch-compile")
 def test_torch_compile_records_inside_and_says_what_it_cannot(tmp_path_factory):
     result = _result("torch-compile", tmp_path_factory)
     for run in (*result.clean.values(), *result.planted.values()):
