@@ -146,6 +146,7 @@ def test_torchs_list_operations_are_recorded_as_msprobe_records_them(tmp_path):
     torch._foreach_mul_(weights, 0.5)
     debugger.stop()
     debugger.step()
+    debugger.close()
     data = load(tmp_path / "step0" / "rank0" / "dump.json")["data"]
     assert list(data) == ["Torch._foreach_norm.0.forward", "Torch._foreach_mul_.0.forward"]
     norms = data["Torch._foreach_norm.0.forward"]["output"]

@@ -61,8 +61,15 @@ def test_overflow_check_keeps_only_entries_with_inf_or_nan(tmp_path):
     assert data["Mint.exp.0.forward"]["output"][0]["Max"] == float("inf")
 
 
-def test_seed_all_makes_runs_repeat_and_removes_dropout():
+def test_seed_all_makes_runs_repeat_and_removes_dropout(monkeypatch):
+    from mindspore import mint, nn, ops
+
     from probe_mindspore import seed_all
+
+    # seed_all removes dropout for the rest of the process, as msprobe's does: put it back after this test
+    for owner, attr in ((ops, "dropout"), (mint.nn.functional, "dropout"), (nn.Dropout, "construct"),
+                        (mint.nn.Dropout, "construct"), (ops, "_probe_dropout_removed")):
+        monkeypatch.setattr(owner, attr, getattr(owner, attr, False), raising=False)
 
     def run():
         seed_all(7)
