@@ -53,3 +53,17 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
             return scope_of(nodeid)
 
     return ScopeScheduling(config, log)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The client matrix's table (client x level) at the end of a run that used it. Each client test records its
+    row (``matrix_row``); the reports carry it from xdist's workers to this process, which loads this conftest
+    (and not tests/clients', being no collector)."""
+    rows = [value for reports in terminalreporter.stats.values() for report in reports
+            if getattr(report, "when", None) == "call"
+            for key, value in getattr(report, "user_properties", ()) if key == "matrix_row"]
+    if rows:
+        from tests.clients import matrix
+
+        terminalreporter.write_sep("=", "probe run on real clients (each planted run vs its clean reference)")
+        terminalreporter.write_line(matrix.table(rows))
