@@ -354,3 +354,30 @@ def test_collector_choice_is_explicit():
     registry = load_registry(extra=[("c", collectors(one, twin))], autoload=False)
     with pytest.raises(PluginError, match="all claim 'fakefw'"):
         registry.collector_for("fakefw")
+
+
+def test_deferred_imports_its_target_on_the_first_call_and_names_a_broken_one():
+    from probe_core.api import Deferred
+
+    assert Deferred("json:dumps")({"a": 1}) == '{"a": 1}'
+    with pytest.raises(ValueError, match="package.module:name"):
+        Deferred("json.dumps")
+    with pytest.raises(PluginError, match="no_such_module_here:run: ModuleNotFoundError"):
+        Deferred("no_such_module_here:run")()
+    with pytest.raises(PluginError, match="json:no_such_name: AttributeError"):
+        Deferred("json:no_such_name")()
+
+
+def test_a_command_imports_only_its_own_plugin_code():
+    """Every command loads every plugin; the plugins defer their commands' code, so ``probe compare`` imports
+    neither the run engine nor acc-check's, config_check's or overflow-check's implementation."""
+    code = ("import contextlib, io, sys; from probe_core.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit): main(['compare', '--help'])\n"
+            "print(sorted(m for m in sys.modules if m in {'probe_core.collect.session', 'probe_acc_check.command',"
+            " 'probe_acc_check.standards', 'probe_config_check.dataset', 'probe_config_check.command',"
+            " 'probe_overflow_check.analyze', 'probe_core.compare.engine'}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout  # compare's own engine too: --help runs nothing
+    code = code.replace("'compare', '--help'", "'check', '--help'")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "['probe_config_check.command']", done.stdout

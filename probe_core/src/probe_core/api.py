@@ -33,8 +33,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "probe_core": ("hookimpl",),
     "probe_core.specs": (
         "AccBackendSpec", "AccStandardSpec", "CheckContext", "CheckRow", "CheckerSpec", "CollectorSpec", "CommandSpec",
-        "ComparatorSpec", "ConfigKey", "ConfigSectionSpec", "DataModeSpec", "GraphMergerSpec", "Json", "LoadableSpec",
-        "MonitorStatSpec", "MonitorWriterSpec", "NameMapSpec", "RunRequest", "RunTaskSpec"),
+        "ComparatorSpec", "ConfigKey", "ConfigSectionSpec", "DataModeSpec", "Deferred", "GraphMergerSpec", "Json",
+        "LoadableSpec", "MonitorStatSpec", "MonitorWriterSpec", "NameMapSpec", "RunRequest", "RunTaskSpec"),
     "probe_core.errors": ("CheckError", "CollectionError", "CompareError", "ConfigError", "DumpError", "GraphError",
                           "PluginError", "ProbeError"),
     "probe_core.plugins": ("ProbeWarning", "Registry", "current_registry"),

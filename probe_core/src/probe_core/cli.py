@@ -124,7 +124,7 @@ def run_command(argv: Sequence[str], registry) -> int:
     if not argv or argv[0] not in command_names(registry):
         raise PluginError(f"no enabled plugin gives the command 'probe {argv[0] if argv else ''}': install and "
                           "enable the plugin that brings it (probe plugins lists what is installed)")
-    args = build_parser(registry).parse_args(argv)
+    args = build_parser(registry, argv[0]).parse_args(argv)
     args.registry = registry
     return int(args._run(args) or 0)
 
@@ -188,8 +188,12 @@ def refuse_options(parser: argparse.ArgumentParser, flags: Sequence[str], reason
     parser.add_argument(*flags, action=_Refused, reason=reason)
 
 
-def build_parser(registry) -> argparse.ArgumentParser:
-    command_names(registry)  # a name claimed twice: one clear error
+def build_parser(registry, typed: str | None = "") -> argparse.ArgumentParser:
+    """probe's parser with every command of ``registry``. ``typed``: the command word the user typed (or None:
+    none): only that command's options are defined (a command's ``configure`` may import its whole plugin; the
+    other commands are listed with their help only). The default defines every command's options."""
+    names = command_names(registry)  # a name claimed twice: one clear error
+    chosen = names.get(typed) if typed else None
     parser = Parser(
         prog="probe",
         description="Find where two training runs' numbers first diverge: collect, check, compare, see.",
@@ -206,8 +210,9 @@ def build_parser(registry) -> argparse.ArgumentParser:
                              help="show full tracebacks on errors")
         command.add_argument("--trace-plugins", action="store_true", default=argparse.SUPPRESS,
                              help=argparse.SUPPRESS)
-        spec.configure(command)
-        _add_config_option(command)
+        if typed == "" or spec is chosen:
+            spec.configure(command)
+            _add_config_option(command)
         command.set_defaults(_run=spec.run)
     return parser
 
@@ -263,7 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if trace:
             registry.enable_tracing()
         check_command_installed(argv, registry)
-        parser = build_parser(registry)
+        parser = build_parser(registry, _command_of(argv))
         args = parser.parse_args(argv)
         if not getattr(args, "_run", None):
             parser.print_help()

@@ -21,7 +21,6 @@ import sys
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any
 
 import pluggy
@@ -278,6 +277,7 @@ class Registry:
         self.selection: PluginSelection | None = None
         self._muted: set[str] = set()
         self._callers: dict[str, tuple[tuple[str, Any], ...]] = {}
+        self._families: dict[str, dict[str, Any]] = {}  # each collected on first use: a command asks for few
         self._untrace: Any = None
 
     def callers(self, hook: str) -> tuple[tuple[str, Any], ...]:
@@ -320,11 +320,10 @@ class Registry:
         raise KeyError(name)
 
     def family(self, family: str) -> dict[str, Any]:
-        return self._families[family]
-
-    @cached_property
-    def _families(self) -> dict[str, dict[str, Any]]:
-        return {family: self._collect(family, cls) for family, cls in SPEC_FAMILIES.items()}
+        found = self._families.get(family)
+        if found is None:
+            found = self._families[family] = self._collect(family, SPEC_FAMILIES[family])
+        return found
 
     def _collect(self, family: str, cls: type) -> dict[str, Any]:
         specs: dict[str, Any] = {}

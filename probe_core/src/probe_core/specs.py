@@ -22,6 +22,34 @@ Json = Any
 
 
 @dataclass(frozen=True)
+class Deferred:
+    """The callable ``"package.module:name"``, imported on its first call: what a plugin gives a spec's callable
+    field (a command's ``configure`` and ``run``, a checker's ``collect``) so that loading the plugin imports none
+    of the code behind it. Every ``probe`` command loads every plugin: one whose module imports its whole
+    implementation slows them all. A target that does not import is a :class:`~probe_core.errors.PluginError`
+    naming it, at the first call."""
+
+    target: str
+
+    def __post_init__(self) -> None:
+        module, _, name = self.target.partition(":")
+        if not module or not name.isidentifier():
+            raise ValueError(f"Deferred({self.target!r}): give 'package.module:name'")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from importlib import import_module
+
+        from probe_core.errors import PluginError
+
+        module, _, name = self.target.partition(":")
+        try:
+            found = getattr(import_module(module), name)
+        except (ImportError, AttributeError) as exc:
+            raise PluginError(f"{self.target}: {type(exc).__name__}: {exc}") from None
+        return found(*args, **kwargs)
+
+
+@dataclass(frozen=True)
 class CollectorSpec:
     """A framework adapter that hooks modules/cells and APIs during collection.
 

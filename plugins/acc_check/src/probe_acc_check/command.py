@@ -8,7 +8,7 @@ import argparse
 import warnings
 from pathlib import Path
 
-from probe_core.api import CommandSpec, add_executor_arguments, add_html_argument, check_html, write_html
+from probe_core.api import add_executor_arguments, add_html_argument, check_html, write_html
 
 DTYPES = ("float16", "bfloat16", "float32", "float64")
 
@@ -121,7 +121,3 @@ def run(args: argparse.Namespace) -> int:
     write_html(args, Path(summary["result_csv"]).parent)  # summary.json's folder (a resumed run's, too)
     return 0
 
-
-HELP = "offline API pre-check: re-run each dumped API on the device under test and a float64 CPU benchmark"
-COMMANDS = [CommandSpec("acc-check", HELP, configure, run, priority=40,
-                        aliases=("acc_check", "multi_acc_check", "api_precision_compare"))]

@@ -6,18 +6,22 @@ when a pre-check runs).
 
 from __future__ import annotations
 
-from probe_core.api import AccBackendSpec, AccStandardSpec, CommandSpec, hookimpl
+from probe_core.api import AccBackendSpec, AccStandardSpec, CommandSpec, Deferred, hookimpl
 
-from probe_acc_check import command, standards
+HELP = "offline API pre-check: re-run each dumped API on the device under test and a float64 CPU benchmark"
 
 
 @hookimpl
 def probe_commands() -> list[CommandSpec]:
-    return list(command.COMMANDS)
+    return [CommandSpec("acc-check", HELP, Deferred("probe_acc_check.command:configure"),
+                        Deferred("probe_acc_check.command:run"), priority=40,
+                        aliases=("acc_check", "multi_acc_check", "api_precision_compare"))]
 
 
 @hookimpl
 def probe_acc_standards() -> list[AccStandardSpec]:
+    from probe_acc_check import standards
+
     return standards.specs()
 
 

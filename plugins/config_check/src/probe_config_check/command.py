@@ -11,10 +11,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from probe_core.api import CheckError, CommandSpec
+from probe_core.api import CheckError
 
 
-def _configure(parser: argparse.ArgumentParser) -> None:
+def configure(parser: argparse.ArgumentParser) -> None:
     from probe_core.api import refuse_options
 
     msprobe = parser.add_argument_group("msprobe's config_check flags (instead of an ACTION)")
@@ -49,7 +49,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
                             help='config.json: "plugins" enables/disables checkers, "config_check" sets options')
 
 
-def _run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     if args.check_command is None:
         _msprobe_action(args)
     elif args.dump is not None or args.compare:
@@ -120,6 +120,3 @@ def _ckpt(args: argparse.Namespace) -> int:
     print_report(result, str(args.output), Console())
     return 0
 
-
-CHECK_COMMAND = CommandSpec("check", "pack an environment's configuration, compare two packs or two checkpoints",
-                            _configure, _run, aliases=("config_check",))

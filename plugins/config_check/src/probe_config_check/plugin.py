@@ -7,9 +7,12 @@ weights/dataset/random checkers when a model or ``fmk="pytorch"`` is involved.
 
 from __future__ import annotations
 
-from probe_core.api import CheckerSpec, CommandSpec, ConfigKey, ConfigSectionSpec, hookimpl
+from probe_core.api import CheckerSpec, CommandSpec, ConfigKey, ConfigSectionSpec, Deferred, hookimpl
 
-from probe_config_check import command, dataset, env, hyperparameters, packages, rng, weights
+
+def _item(module: str) -> tuple[Deferred, Deferred]:
+    """The checker module's ``collect`` and ``compare``, imported when a check runs."""
+    return Deferred(f"probe_config_check.{module}:collect"), Deferred(f"probe_config_check.{module}:compare")
 
 
 #: Negative priorities keep the built-in items first, in this order;
@@ -18,23 +21,23 @@ from probe_config_check import command, dataset, env, hyperparameters, packages,
 def probe_checkers() -> list[CheckerSpec]:
     return [
         CheckerSpec("env", "environment variables that change numerics or communication (secrets redacted)",
-                    env.collect, env.compare, priority=-60),
+                    *_item("env"), priority=-60),
         CheckerSpec("pip", "versions of framework and training packages",
-                    packages.collect, packages.compare, priority=-50),
+                    *_item("packages"), priority=-50),
         CheckerSpec("hyperparameters", "training arguments from scripts/configs (names normalised)",
-                    hyperparameters.collect, hyperparameters.compare, priority=-40),
-        CheckerSpec("weights", "per-parameter max/min/mean/norm per micro-step", weights.collect,
-                    weights.compare, static=False, priority=-30),
-        CheckerSpec("dataset", "statistics of the batches the model receives, per micro-step", dataset.collect,
-                    dataset.compare, static=False, priority=-20),
+                    *_item("hyperparameters"), priority=-40),
+        CheckerSpec("weights", "per-parameter max/min/mean/norm per micro-step", *_item("weights"), static=False, priority=-30),
+        CheckerSpec("dataset", "statistics of the batches the model receives, per micro-step", *_item("dataset"), static=False, priority=-20),
         CheckerSpec("random", "RNG calls (count and call site) after ConfigChecker.apply_patches()",
-                    rng.collect, rng.compare, static=False, prepare=rng.prepare, priority=-10),
+                    *_item("rng"), static=False, prepare=Deferred("probe_config_check.rng:prepare"), priority=-10),
     ]
 
 
 @hookimpl
 def probe_commands() -> list[CommandSpec]:
-    return [command.CHECK_COMMAND]
+    return [CommandSpec("check", "pack an environment's configuration, compare two packs or two checkpoints",
+                        Deferred("probe_config_check.command:configure"), Deferred("probe_config_check.command:run"),
+                        aliases=("config_check",))]
 
 
 def _at_least_one(value: int) -> str | None:

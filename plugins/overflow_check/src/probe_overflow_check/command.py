@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from probe_core.api import CommandSpec, hookimpl, output_folder
 
-from probe_overflow_check.analyze import StepResult, analyze, job_first, write_reports
-from probe_overflow_check.scan import DURING, INHERITED, Finding
+if TYPE_CHECKING:  # the analysis is imported when the command runs: every other command loads this plugin
+    from probe_overflow_check.analyze import StepResult
+    from probe_overflow_check.scan import Finding
 
 COMMAND = "overflow-check"
 HELP = "find the first NaN/Inf of a run across ranks (before, in or after communication)"
@@ -45,6 +47,8 @@ def _configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _order_text(finding: Finding, result: StepResult, first: StepResult | None) -> str:
+    from probe_overflow_check.scan import DURING
+
     if first is result and finding is result.first:
         return JOB_FIRST
     if finding is result.first:
@@ -55,6 +59,8 @@ def _order_text(finding: Finding, result: StepResult, first: StepResult | None) 
 
 
 def _kind_text(finding: Finding) -> str:
+    from probe_overflow_check.scan import INHERITED
+
     tensors = ", ".join(finding.tensors[:3]) + (" ..." if len(finding.tensors) > 3 else "")
     return f"already in its inputs ({tensors})" if finding.kind == INHERITED else tensors
 
@@ -65,6 +71,8 @@ def _print(results: list[StepResult], written: list[Path]) -> None:
     from rich.text import Text
 
     from probe_core.api import print_table
+    from probe_overflow_check.analyze import job_first
+    from probe_overflow_check.scan import DURING
 
     console = Console()
     first = job_first(results)
@@ -98,6 +106,8 @@ def _print(results: list[StepResult], written: list[Path]) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from probe_overflow_check.analyze import analyze, write_reports
+
     with output_folder(args.output_path, flag="-o") as out:  # a clean run leaves no empty folder
         results = analyze(args.input_path, ranks=args.rank, steps=args.step, lenient=args.lenient)
         written = write_reports(results, out)

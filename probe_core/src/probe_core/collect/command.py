@@ -21,16 +21,17 @@ import sys
 import traceback
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from probe_core import hookimpl
-from probe_core.collect.debugger import build_collector
-from probe_core.collect.session import Summary
 from probe_core.config import SUMMARY_MODE_DEFAULT
 from probe_core.errors import CollectionError, ProbeError
 from probe_core.outputs import human_size
 from probe_core.selection import spans
 from probe_core.specs import CommandSpec, RunRequest
+
+if TYPE_CHECKING:
+    from probe_core.collect.session import Summary
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:
@@ -189,6 +190,8 @@ def _run(args: argparse.Namespace) -> int:
         framework = args.framework or detected or registry.default_framework()
         return _run_task(registry.family("run_tasks")[args.task], args, script, framework)
     overrides = {"task": args.task, "level": args.level, "dump_path": args.dump_path, "overwrite": args.overwrite}
+    from probe_core.collect.debugger import build_collector  # the engine, only when a script runs
+
     collector = build_collector(args.framework, args.config, auto_step=True, detected=detected, **overrides)
     collector.start(None, from_first_forward=True)
     code = 1

@@ -26,9 +26,9 @@ dump). The core holds no arrays itself: the columns are the mode's (the statisti
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from itertools import chain
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 from probe_core.compare.comparator import LeafPair
@@ -357,6 +357,29 @@ class LeafPairs(Sequence):
         return self._pairs[index]
 
 
+class _ColumnRow(Mapping):
+    """Row ``at`` of a chunk's columns as the read-only metrics a comparator's ``judge`` reads (it reads one or
+    two of the fifteen: none is copied)."""
+
+    __slots__ = ("_columns", "_at")
+
+    def __init__(self, columns: dict[str, Sequence[Any]], at: int) -> None:
+        self._columns, self._at = columns, at
+
+    def __getitem__(self, name: str) -> Any:
+        return self._columns[name][self._at]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        values = self._columns.get(name)
+        return default if values is None else values[self._at]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._columns)
+
+    def __len__(self) -> int:
+        return len(self._columns)
+
+
 def _leaf_of(name: str, desc: tuple, stats: tuple, i: int) -> TensorMeta:
     """Leaf ``i`` of a compact form (``desc``: its signature's item ``i``) as :meth:`DumpEntry.leaves` gives it."""
     suffix, role, leaf_type, dtype, shape, grad, argument = desc
@@ -498,11 +521,11 @@ class ColumnarCompare:
                 chunk: Chunk) -> Iterator[int]:
         """Comparators' ``judge`` on the rows of the plain entries: the start of each entry where one raises a
         row; it takes the row path (which flags the row and says why), the others stay plain."""
-        columns = [(name, chunk.columns[name]) for name in chunk.names]
+        columns = {name: chunk.columns[name] for name in chunk.names}
         for plain, pairs in zip(taken, leaves):
             at = plain.start
             for npu, bench in pairs:
-                row = RowResult(npu, bench, {name: values[at] for name, values in columns})
+                row = RowResult(npu, bench, _ColumnRow(columns, at))  # type: ignore[arg-type]
                 at += 1
                 if any(comparator.run_judge(row) is not None for comparator in self.judges):
                     yield plain.start
