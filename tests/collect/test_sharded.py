@@ -1,6 +1,7 @@
 """FSDP2 and tensor parallelism (DTensor) under ``probe run`` on two gloo CPU ranks: training as without probe,
 entries inside the model on every rank, shards recorded with msprobe's DTensor keys, and ``probe compare`` of a
-run with a planted change (the second GELU's tanh approximation) naming it. Buffers a call writes without
+run with a planted change (the second GELU's tanh approximation) naming it, against another sharded run and
+against the same model on one device. Buffers a call writes without
 reading them (FSDP2's freshly allocated all-gather buffers, ``out=``) are recorded as null, as msprobe records
 them."""
 
@@ -51,7 +52,7 @@ def test_sharded_run_same_losses_and_compare_finds_plant(tmp_path, layout):
         first = next(iter(data))
         assert not first.startswith(("Torch.sym_", "Torch.chunk", "Tensor.chunk")), first  # sharding is no entry
         assert "Functional.linear.1.forward" in data and "Functional.gelu.1.forward" in data
-        grads = data["Module.2.Linear.parameters_grad.0" if layout == "tp" else "Module.2.FSDPLinear.parameters_grad.0"]
+        grads = data["Module.2.Linear.parameters_grad.0"]  # FSDP2: the class the model defines
         weight = grads["weight"][0]
         assert weight["type"] == "torch.distributed.tensor.DTensor"
         assert weight["device_mesh"] == [0, 1]
@@ -66,15 +67,66 @@ def test_sharded_run_same_losses_and_compare_finds_plant(tmp_path, layout):
               for r in (0, 1)]
     assert shards[0]["input_args"][1]["Norm"] != shards[1]["input_args"][1]["Norm"] or layout == "fsdp"
 
-    done = subprocess.run([PROBE, "compare", "target", "bench", "-o", "cmp"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(ROOT)))
-    assert done.returncode == 0, done.stderr[-3000:]
-    first = json.loads((tmp_path / "cmp" / "summary.json").read_text())["first_divergence"]
+    first = _compare(tmp_path, "target", "bench", "cmp")["first_divergence"]
     assert first["name"].startswith("Functional.gelu.1.forward") and first["rank"] == "rank0_step0", first
     # the only errors are the planted GELU's (FSDP2's all-gather buffers, recorded as null, are none)
     rows = list(csv.DictReader(next((tmp_path / "cmp" / "step0").glob("compare_result_rank0_*.csv")).open()))
     errors = {r["NPU Name"].split(".forward")[0] for r in rows if r["Result"] == "error"}
     assert errors == {"Functional.gelu.1"}, errors
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout, option", [("fsdp", "--same-batch"), ("tp", "--dtensor-activations")])
+def test_sharded_run_compared_against_one_device(tmp_path, layout, option):
+    """A 2-rank FSDP2 or tensor-parallel run collected with ``"dtensor": "full"`` against the same model in one
+    process (every FSDP2 rank on the single run's batch; ColwiseParallel's columns kept a DTensor): modules
+    named as one device names them, parameters and gradients whole, so compare pairs every module, parameter
+    and gradient entry of the single run, finds no divergence between the clean runs and names the planted
+    GELU (on either rank) against the single run that has it."""
+    config = tmp_path / "full.json"
+    config.write_text(json.dumps({"task": "statistics", "level": "mix", "dtensor": "full"}))
+    alone = _losses(_single(PROBE, "run", "--dump-path", "one", str(SCRIPT), "single", cwd=tmp_path))
+    _single(PROBE, "run", "--dump-path", "one_plant", str(SCRIPT), "single", "--plant", cwd=tmp_path)
+    sharded = _losses(_torchrun(PROBE, "run", "-c", str(config), "--dump-path", "sharded", str(SCRIPT), layout,
+                                option, cwd=tmp_path))
+    for name, loss in sharded.items():  # FSDP2 on one batch computes what one device does, bit for bit
+        one_device = alone["rank0" + name[5:]]
+        assert loss == one_device if layout == "fsdp" else float(loss) == pytest.approx(float(one_device), 1e-6)
+
+    single = load(tmp_path / "one" / "step0" / "rank0" / "dump.json")["data"]
+    for rank in (0, 1):
+        data = load(tmp_path / "sharded" / "step0" / f"rank{rank}" / "dump.json")["data"]
+        assert {n for n in data if n.startswith("Module.")} == {n for n in single if n.startswith("Module.")}
+        weight = data["Module.2.Linear.parameters_grad.0"]["weight"][0]  # gathered: the whole gradient
+        assert weight["full_tensor"] and weight["shape"] == [16, 16] and weight["placements"][0]["Shard"]
+
+    clean = _compare(tmp_path, "sharded", "one", "clean")
+    assert clean["first_divergence"] is None and clean["counts"]["error"] == 0, clean["counts"]
+    for rank in clean["ranks"]:  # every entry of the single run is paired; FSDP2's all-gathers, TP's
+        assert rank["unmatched"]["bench"] == []  # all-reduce are the sharded run's own
+        assert {n.split(".")[1] for n in rank["unmatched"]["target"]} <= {
+            "all_gather_copy_in", "all_gather_single", "split_with_sizes_copy", "as_strided", "all_reduce"}
+    for rank in (0, 1):
+        planted = _compare(tmp_path, f"sharded/step0/rank{rank}", "one_plant/step0/rank0", f"plant{rank}")
+        first = planted["first_divergence"]
+        assert first["name"].startswith("Functional.gelu.1.forward"), first
+        assert planted["counts"]["error"] == 1, planted["counts"]  # the planted GELU's entry alone
+
+
+def _single(*args: str, cwd: Path) -> str:
+    """One process (the one-device run), its stdout."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    return result.stdout
+
+
+def _compare(tmp_path: Path, target: str, bench: str, out: str) -> dict:
+    """``probe compare TARGET BENCH -o OUT`` in ``tmp_path``; its summary.json."""
+    done = subprocess.run([PROBE, "compare", target, bench, "-o", out], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads((tmp_path / out / "summary.json").read_text())
 
 
 def _assert_fsdp_buffers_null(data: dict) -> None:
@@ -138,3 +190,29 @@ def test_unread_buffer_keywords_are_torchs_parameter_names():
             parameters = [a.name for a in getattr(torch.ops.fsdp, name).default._schema.arguments]
         for position, keyword in rules:
             assert parameters[position] == keyword, (api, parameters)
+
+
+def test_fsdp2_modules_named_by_the_models_class(tmp_path):
+    """One gloo rank: the modules ``fully_shard`` wraps (classes ``FSDPLinear``, ``FSDPSequential``) are entries
+    named by the model's classes, as one device names them."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    from probe_torch import PrecisionDebugger
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
+    try:
+        model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+        fully_shard(model[0], mesh=init_device_mesh("cpu", (1,)))
+        assert type(model[0]).__name__ == "FSDPLinear"
+        debugger = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="L0")
+        debugger.start(model)
+        model(torch.randn(2, 4)).sum().backward()
+        debugger.stop()
+        debugger.step()
+        debugger.close()
+    finally:
+        dist.destroy_process_group()
+    data = load(tmp_path / "dump" / "step0" / "rank0" / "dump.json")["data"]
+    assert "Module.0.Linear.forward.0" in data and "Module.0.Linear.parameters_grad.0" in data
+    assert not [name for name in data if "FSDP" in name]

@@ -333,6 +333,18 @@ class TorchCollector(CollectorBase):
             return [("", root), *original.named_modules()]
         return root.named_modules()
 
+    def module_class_name(self, module: torch.nn.Module) -> str:
+        """The class a module entry is named by. torch.distributed's composable wrappers give a module a class
+        made at run time, ``FSDP<Cls>`` (``fully_shard``), ``Replicate<Cls>``, ``DDP<Cls>``, with bases
+        ``(wrapper, Cls)``: such a module is named by the user's ``Cls``, as a single-device run of the model
+        names it, so that ``probe compare`` pairs the two runs' modules."""
+        cls = type(module)
+        wrapper, *wrapped = cls.__bases__
+        if len(wrapped) == 1 and wrapper.__module__.startswith("torch.distributed.") \
+                and cls.__name__.endswith(wrapped[0].__name__):
+            return wrapped[0].__name__
+        return cls.__name__
+
     def direct_parameters(self, module: torch.nn.Module) -> dict[str, Any]:
         return {name: p for name, p in module._parameters.items() if p is not None}
 
