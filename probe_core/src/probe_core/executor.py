@@ -24,18 +24,19 @@ the same ``config.json`` plugin selection on a cluster's worker.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
-import socket
 import struct
 import time
 from collections.abc import Iterator
-from concurrent.futures import Executor, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from probe_core.errors import ProbeError
+
+if TYPE_CHECKING:  # multiprocessing and sockets cost a command's start; imported when a pool starts
+    import socket
+    from concurrent.futures import Executor
 
 EXECUTORS = ("local", "dask")
 #: seconds a ``--scheduler`` address has to answer as a Dask scheduler (it sends its handshake at once)
@@ -128,6 +129,9 @@ def job_executor(choice: ExecutorChoice, jobs: int) -> Iterator[Executor | None]
     if workers <= 1:
         yield None
         return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
         yield pool
 
@@ -207,6 +211,8 @@ def check_scheduler(address: str, timeout: float = SCHEDULER_TIMEOUT) -> None:
         return  # tls://, ucx://, ...: Dask's own connect checks those, with its timeout
     deadline = time.monotonic() + timeout
     try:
+        import socket
+
         sock = socket.create_connection((host, port), timeout=timeout)
     except OSError as exc:
         raise _no_scheduler(address, f"cannot connect: {exc.strerror or exc}") from None

@@ -9,10 +9,8 @@ before the pool starts and read by :func:`_compare_forked` in the children.
 
 from __future__ import annotations
 
-import multiprocessing
 from collections import deque
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from probe_core.compare import output
@@ -149,6 +147,9 @@ class ChunkJob:
         self.bench.close()
         _FORKED = self
         try:
+            import multiprocessing  # only here: a command's start does not pay for it
+            from concurrent.futures import ProcessPoolExecutor
+
             with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
                 pending: deque = deque()
                 for chunk in chunks:  # a bounded window of chunks in flight keeps memory bounded
