@@ -45,7 +45,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "probe_core.collect.debugger": ("PrecisionDebuggerBase",),
     "probe_core.collect.calls": ("GradSlots", "OPERATOR_DUNDERS", "is_inplace", "writes_in_place"),
     "probe_core.collect.seeding": ("seed_python",),
-    "probe_core.collect.fused": ("KINDS", "host_stats"),
+    "probe_core.collect.fused": ("KINDS", "host_stats", "row_layout"),
     "probe_core.collect.journal": ("drop_unwritten", "recover_step", "safe_dir"),
     "probe_core.collect.runlock": ("MARKER_NAME", "RunLock", "check_free", "job_key", "lock_held"),
     "probe_core.compare.comparator": ("LeafPair", "LoadedComparator", "load_comparators"),

@@ -1,10 +1,20 @@
 """The tensor operations the framework-neutral engine and data modes need, for MindSpore.
 
-Statistics are computed on the host with numpy — never with ``mint`` ops, some
-of which (``mint.norm``, ``mint.linalg.vector_norm``, ...) have no CPU kernel —
-as soon as a tensor is encoded, so later in-place changes cannot touch them; a
-tensor seen again in the same batch reuses them (the cache is dropped at each
-flush and before each in-place call).
+Statistics are started when a tensor is encoded, so later in-place changes cannot touch them, and
+resolved once per batch by :meth:`MindSporeTensorOps.fetch_stats`, as on the PyTorch side:
+
+* a float tensor in host memory (the CPU target), dense or a view whose rows are evenly spaced, gets
+  them at once from one pass over its memory (:func:`probe_core.api.host_stats`, reading
+  ``Tensor.data_ptr()``, which waits for the op that writes it): no ``asnumpy``, no numpy array;
+* a float tensor on an accelerator (Ascend, GPU) gets them from MindSpore ops on its device (max, min,
+  sum and sum of squares, in float32 for the 16-bit types, stacked into one small tensor), and the
+  batch's are fetched with one ``stack`` and one ``asnumpy``;
+* the rest (integers, booleans, overlapping views, NaN or infinity, no kernel built) on the host with
+  numpy's reductions in float64 — never with ``mint`` ops, some of which (``mint.norm``,
+  ``mint.linalg.vector_norm``, ...) have no CPU kernel.
+
+A tensor seen again in the same batch reuses its statistics (the cache is dropped at each flush and
+before each in-place call).
 bfloat16 has no numpy type: its statistics go through float32 (exact), and its
 raw bytes (md5 mode) are the upper halves of the float32 words, i.e. the very
 bytes the tensor holds, as the PyTorch side hashes them.
@@ -16,11 +26,25 @@ from typing import Any
 
 import mindspore as ms
 import numpy as np
+from mindspore import ops
 from mindspore.common import dtype as mstype
-from probe_core.api import KINDS, TensorOps
+from mindspore.common.api import _no_grad
+from probe_core.api import KINDS, TensorOps, row_layout
 from probe_core.api import host_stats as fused_stats
 
 _WIDEN = (mstype.bfloat16,)
+#: The kernel's ``kind`` of each MindSpore float type (:data:`probe_core.api.KINDS`).
+_KINDS = {getattr(mstype, name): kind for name, kind in KINDS.items()}
+#: Float types reduced on the device in float32 (no 16-bit accumulation; some have no reduce kernel).
+_LOW_PRECISION = (mstype.float16, mstype.bfloat16)
+_COMPLEX = (mstype.complex64, mstype.complex128)
+#: ``describe``'s dtype names, by dtype (``str`` of a MindSpore type is not free).
+_DTYPE_NAMES: dict[Any, str] = {}
+
+# Primitive instances of our own: never the recording wrappers of ``ops``/``Tensor`` methods, never
+# the primitives of a network's cells.
+_MAX, _MIN, _SUM = ops.ReduceMax(), ops.ReduceMin(), ops.ReduceSum()
+_MUL, _STACK, _CAST = ops.Mul(), ops.Stack(), ops.Cast()
 
 
 def to_numpy(tensor: ms.Tensor) -> np.ndarray:
@@ -53,48 +77,105 @@ def host_stats(array: np.ndarray) -> tuple[Any, Any, Any, Any] | None:
     return float(array.max()), float(array.min()), float(wide.mean()), norm
 
 
+def memory_stats(tensor: ms.Tensor, kind: int) -> tuple[float, float, float, float] | None:
+    """The kernel's pass over a tensor in host memory, read where it lies (``data_ptr`` waits for the op
+    writing it and points at the view's first element): a dense block in any order (a transpose), or
+    evenly spaced rows (a chunk of ``split``); None for another layout, or where the kernel declines
+    (NaN, infinity, not built)."""
+    if tensor.is_contiguous():
+        return fused_stats(tensor.data_ptr(), tensor.size, kind)
+    layout = row_layout(tensor.shape, tensor.stride())
+    if layout is None:
+        return None
+    rows, length, step = layout
+    return fused_stats(tensor.data_ptr(), length, kind, rows, step * tensor.itemsize)
+
+
+def launch_stats(tensor: ms.Tensor) -> tuple[Any, int]:
+    """(max, min, sum, sum of squares) of a float tensor as one 1-D tensor on its own device, computed by
+    MindSpore ops without a host transfer or an autograd record; with the element count."""
+    with _no_grad():
+        if tensor.dtype in _LOW_PRECISION:
+            tensor = _CAST(tensor, mstype.float32)
+        return _STACK((_MAX(tensor), _MIN(tensor), _SUM(tensor), _SUM(_MUL(tensor, tensor)))), tensor.size
+
+
 class MindSporeTensorOps(TensorOps):
     """:class:`probe_core.collect.TensorOps` for ``mindspore.Tensor`` (and ``Parameter``).
 
     Statistics are cached per batch (``new_batch`` forgets them);
     ``once_per_batch`` and ``alias`` keep the base class's neutral defaults
     (a CRC and a file per tensor record; aliases are not tracked).
+
+    A handle is ``("h", values)`` (resolved at once on the host) or ``("d", stacked, count)`` (reductions
+    on the device, fetched with the batch). ``device_stats=True`` takes the device path for CPU tensors
+    too (what an accelerator's tensors always get): to check one path against the other.
     """
 
     framework = "mindspore"
     tensor_suffix = ".npy"
     capabilities = frozenset({"new_batch", "nbytes"})
 
+    def __init__(self, device_stats: bool = False) -> None:
+        self.device_stats = device_stats
+        self._seen: dict[int, tuple[ms.Tensor, Any]] = {}
+
     def is_tensor(self, value: Any) -> bool:
         return isinstance(value, ms.Tensor)
 
     def describe(self, tensor: ms.Tensor) -> dict[str, Any]:
-        return {"type": "mindspore.Tensor", "dtype": str(tensor.dtype), "shape": list(tensor.shape)}
+        dtype = tensor.dtype
+        name = _DTYPE_NAMES.get(dtype)
+        if name is None:
+            name = _DTYPE_NAMES[dtype] = str(dtype)
+        return {"type": "mindspore.Tensor", "dtype": name, "shape": list(tensor.shape)}
 
     def requires_grad(self, tensor: ms.Tensor) -> None:
         """MindSpore tensors carry no such flag (PyNative decides at the grad call): unknown."""
         return None
-
-    def __init__(self) -> None:
-        self._seen: dict[int, tuple[ms.Tensor, Any]] = {}
 
     def new_batch(self) -> None:
         """Forget cached statistics (each flush, and before every in-place call)."""
         self._seen = {}
 
     def stats(self, tensor: ms.Tensor) -> Any:
-        """Host statistics, computed once per tensor object and batch (a call's output is the next one's input)."""
+        """A statistics handle, made once per tensor object and batch (a call's output is the next one's input)."""
         hit = self._seen.get(id(tensor))
         if hit is not None and hit[0] is tensor:
             return hit[1]
-        result = None
-        if tensor.dtype not in (mstype.complex64, mstype.complex128):
-            result = host_stats(to_numpy(tensor))
-        self._seen[id(tensor)] = (tensor, result)
-        return result
+        handle = self._start(tensor)
+        self._seen[id(tensor)] = (tensor, handle)
+        return handle
+
+    def _start(self, tensor: ms.Tensor) -> Any:
+        dtype = tensor.dtype
+        kind = _KINDS.get(dtype)
+        if kind is not None and tensor.size:
+            if self.device_stats or tensor.device != "CPU":
+                return ("d", *launch_stats(tensor))
+            values = memory_stats(tensor, kind)
+            if values is not None:
+                return ("h", values)
+        if dtype in _COMPLEX:
+            return None
+        values = host_stats(to_numpy(tensor))
+        return None if values is None else ("h", values)
 
     def fetch_stats(self, handles: list[Any]) -> list[tuple[Any, Any, Any, Any] | None]:
-        return list(handles)  # computed at encode time already
+        """The batch's values; the device reductions of each float type come with one ``asnumpy``."""
+        by_dtype: dict[Any, list[Any]] = {}
+        for handle in handles:
+            if handle is not None and handle[0] == "d":
+                by_dtype.setdefault(handle[1].dtype, []).append(handle[1])
+        rows = {dtype: iter(_STACK(stacked).asnumpy().tolist()) for dtype, stacked in by_dtype.items()}
+        out: list[tuple[Any, Any, Any, Any] | None] = []
+        for handle in handles:
+            if handle is None or handle[0] == "h":
+                out.append(None if handle is None else handle[1])
+                continue
+            high, low, total, squares = next(rows[handle[1].dtype])
+            out.append((high, low, total / handle[2], squares ** 0.5))
+        return out
 
     def raw_bytes(self, tensor: ms.Tensor) -> Any:
         if tensor.dtype in _WIDEN:

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from probe_core.api import host_stats, KINDS, TensorOps
+from probe_core.api import host_stats, KINDS, row_layout, TensorOps
 from probe_torch import ptfile
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
@@ -245,24 +245,8 @@ _SHORTEST_ROW = 64
 
 
 def _row_layout(t: torch.Tensor) -> tuple[int, int, int] | None:
-    """(rows, row length, row stride in elements) of a tensor stored as evenly spaced runs of dense elements
-    (its dimensions taken in memory order: a transpose is one run, a chunk of the last dimension one run
-    per row), else None (overlapping, unevenly spaced or short rows)."""
-    dims = sorted((d for d in range(t.dim()) if t.shape[d] != 1), key=lambda d: -t.stride(d))
-    length, inner = 1, len(dims)
-    while inner and t.stride(dims[inner - 1]) == length:  # the dense run at the bottom
-        inner -= 1
-        length *= t.shape[dims[inner]]
-    if not inner:
-        return 1, length, 0
-    step = expected = t.stride(dims[inner - 1])
-    rows = 1
-    for d in reversed(dims[:inner]):  # the rest must step evenly from row to row
-        if t.stride(d) != expected:
-            return None
-        rows *= t.shape[d]
-        expected = t.stride(d) * t.shape[d]
-    return (rows, length, step) if step >= length >= _SHORTEST_ROW else None
+    """:func:`probe_core.api.row_layout` of ``t``, its rows at least :data:`_SHORTEST_ROW` long."""
+    return row_layout(t.shape, t.stride(), _SHORTEST_ROW)
 
 
 def _memory_order(t: torch.Tensor) -> torch.Tensor | None:

@@ -64,3 +64,26 @@ def host_stats(address: int, count: int, kind: int, rows: int = 1,
     if not math.isfinite(total + squares) or (squares < _TINY_SQUARES and kind != _FLOAT64 and (high or low)):
         return None
     return high, low, total / (count * rows), math.sqrt(squares)
+
+
+def row_layout(shape: tuple[int, ...], strides: tuple[int, ...],
+               shortest_row: int = 1) -> tuple[int, int, int] | None:
+    """(rows, row length, row stride in elements) of a strided tensor whose elements lie as evenly spaced
+    runs of dense elements, for :func:`host_stats`: its dimensions taken in memory order, a transpose is
+    one run, a chunk of the last dimension one run per row. None for overlapping or unevenly spaced rows,
+    and for rows shorter than ``shortest_row`` (a framework's own strided reduction may be cheaper)."""
+    dims = sorted((d for d in range(len(shape)) if shape[d] != 1), key=lambda d: -strides[d])
+    length, inner = 1, len(dims)
+    while inner and strides[dims[inner - 1]] == length:  # the dense run at the bottom
+        inner -= 1
+        length *= shape[dims[inner]]
+    if not inner:
+        return 1, length, 0
+    step = expected = strides[dims[inner - 1]]
+    rows = 1
+    for d in reversed(dims[:inner]):  # the rest must step evenly from row to row
+        if strides[d] != expected:
+            return None
+        rows *= shape[d]
+        expected = strides[d] * shape[d]
+    return (rows, length, step) if step >= length >= shortest_row else None
