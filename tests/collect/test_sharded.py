@@ -82,7 +82,9 @@ def test_sharded_run_compared_against_one_device(tmp_path, layout, option):
     process (every FSDP2 rank on the single run's batch; ColwiseParallel's columns kept a DTensor): modules
     named as one device names them, parameters and gradients whole, so compare pairs every module, parameter
     and gradient entry of the single run, finds no divergence between the clean runs and names the planted
-    GELU (on either rank) against the single run that has it."""
+    GELU (on either rank) against the single run that has it. Collected with the default ``"dtensor": "local"``
+    (a run with the GELU planted against the clean single run), each rank's shards and partial sums are not
+    compared with the whole tensors (no false divergence, no error) and the planted GELU is still named."""
     config = tmp_path / "full.json"
     config.write_text(json.dumps({"task": "statistics", "level": "mix", "dtensor": "full"}))
     alone = _losses(_single(PROBE, "run", "--dump-path", "one", str(SCRIPT), "single", cwd=tmp_path))
@@ -111,6 +113,27 @@ def test_sharded_run_compared_against_one_device(tmp_path, layout, option):
         first = planted["first_divergence"]
         assert first["name"].startswith("Functional.gelu.1.forward"), first
         assert planted["counts"]["error"] == 1, planted["counts"]  # the planted GELU's entry alone
+    _torchrun(PROBE, "run", "--dump-path", "local", str(SCRIPT), layout, option, "--plant", cwd=tmp_path)
+    _assert_local_parts_not_compared(tmp_path, layout)
+
+
+def _assert_local_parts_not_compared(tmp_path: Path, layout: str) -> None:
+    """``local`` (the planted run, each rank's part of every DTensor) against ``one`` (the clean single run):
+    the planted GELU is the first divergence and, at each step, the only error; the sharded parameter
+    gradient is not compared, with a message saying which part it is and how to compare it."""
+    summary = _compare(tmp_path, "local", "one", "local_cmp")
+    first = summary["first_divergence"]
+    assert first["name"].startswith("Functional.gelu.1.forward") and first["rank"] == "rank0_step0", first
+    for rank in summary["ranks"]:
+        rows = list(csv.DictReader((tmp_path / rank["csv"]).open()))
+        errors = {r["NPU Name"].split(".forward")[0] for r in rows if r["Result"] == "error"}
+        assert errors == {"Functional.gelu.1"}, (rank["label"], errors)
+        grad = next(r for r in rows if r["NPU Name"] == "Module.2.Linear.parameters_grad.0.weight")
+        split = "dim 0 split across 2 ranks; [8, 16]" if layout == "fsdp" else "dim 1 split across 2 ranks; [16, 8]"
+        assert grad["Result"] == "pass" and split in grad["Err_message"], grad
+        assert '"dtensor": "full"' in grad["Err_message"] and grad["Max diff"] == "N/A"
+    rank1 = _compare(tmp_path, "local/step0/rank1", "one/step0/rank0", "local_rank1")
+    assert rank1["first_divergence"]["name"].startswith("Functional.gelu.1.forward"), rank1["first_divergence"]
 
 
 def _single(*args: str, cwd: Path) -> str:

@@ -15,11 +15,12 @@ indexes it (:meth:`ColumnarCompare.index`), so a plain entry's bench side is dec
 byte span; two entries are plain together when their signatures are the same object.
 
 Every other entry (one side only, a scalar, a malformed record, dtypes or shapes that differ, a redundant
-API) takes the row path, :func:`probe_core.compare.entries.compare_entry`, as does everything when a name
-map, tensor post-processing or ``--rules msprobe`` is in play. A comparator without ``compare_columns`` is
-called row by row on the plain entries (the others keep their column form), and a comparator's ``judge`` is
-asked about each plain row: an entry it raises takes the row path, so a third-party comparator costs its own
-rows, not the columnar path of every entry.
+API, a DTensor recorded as this rank's part) takes the row path,
+:func:`probe_core.compare.entries.compare_entry`, as does everything when a name map, tensor post-processing
+or ``--rules msprobe`` is in play. A comparator without ``compare_columns`` is called row by row on the plain
+entries (the others keep their column form), and a comparator's ``judge`` is asked about each plain row: an
+entry it raises takes the row path, so a third-party comparator costs its own rows, not the columnar path of
+every entry.
 Both paths give the same rows and facts (``tests/compare/test_columnar.py`` holds them to it on every test
 dump). The core holds no arrays itself: the columns are the mode's (the statistics mode brings numpy).
 """
@@ -33,7 +34,7 @@ from typing import Any
 
 from probe_core.compare.comparator import LeafPair
 from probe_core.compare.judge import RowLayout
-from probe_core.compare.rules import RowResult, _is_redundant, api_op
+from probe_core.compare.rules import RowResult, _is_redundant, api_op, local_part
 from probe_core.dump import DumpEntry, EntryRef, RankDump
 from probe_core.dump.leaves import SECTIONS, TensorMeta
 from probe_core.errors import ProbeError
@@ -202,6 +203,8 @@ def _leaf(node: dict, leaf_type: str, suffix: str, role: str, descs: list, stats
     grad = node.get("requires_grad")
     if "data_name" in node or (grad is not None and grad.__class__ is not bool):
         return False
+    if "placements" in node and local_part(node):  # a DTensor's local part: the rules decide whether it is
+        return False  # compared (``rules.part_of_whole``), whatever the other side's signature
     get = node.get
     if "Tensor" in leaf_type or ("dtype" in node and "shape" in node and "value" not in node):
         dtype, shape = get("dtype"), get("shape")

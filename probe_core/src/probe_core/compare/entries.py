@@ -94,7 +94,8 @@ def compare_entry(npu: DumpEntry | None, bench: DumpEntry | None, mode: DataMode
                 continue
             row.metrics.update(values or {})
     result = judge_entry(name, rows, mode, comparators, rules)
-    facts = entry_facts(name, index, npu.parent, result, rows, mode, bench_name=bench.name)
+    judged = [RowResult(row.npu, None) if row.part else row for row in rows]  # the judge skips a part of a DTensor
+    facts = entry_facts(name, index, npu.parent, result, judged, mode, bench_name=bench.name)
     return EntryOutcome(name, index, result, rows, npu, bench, facts)
 
 

@@ -8,7 +8,10 @@ verdicts, applied in this order by :func:`judge_entry`:
 1. the rules that hold in every data mode (msprobe's legend): a leaf on
    one side only (warning), tensor vs non-tensor, non-tensor values differ,
    shape differs, requires_grad differs, a dtype differs outside the float
-   dtypes compared with each other (errors);
+   dtypes compared with each other (errors); by default, a DTensor's local
+   part (a shard, a partial sum) against a tensor of another layout is not
+   compared (:func:`part_of_whole`: a message, no verdict, hidden from the
+   judge), where msprobe's legend says Shape inconsistent;
 2. with ``--rules msprobe`` only, the data mode's value rules
    (:meth:`probe_core.modes.DataMode.judge_row` per tensor leaf,
    :meth:`~probe_core.modes.DataMode.judge_io` from the inputs' error to
@@ -33,7 +36,7 @@ one, md5's ``warning``); non-tensor values are compared on the input side only; 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -71,6 +74,7 @@ class RowResult:
     result: str = PASS
     messages: list[str] = field(default_factory=list)
     shown: bool = True  # False: a row msprobe's rules do not write (a tensor on the bench side only)
+    part: bool = False  # a DTensor's local part against another layout: not compared (:func:`part_of_whole`)
 
     @property
     def role(self) -> str:
@@ -181,6 +185,12 @@ def _row_rules(row: RowResult, msprobe: str | None = None) -> bool:
         else:
             row.flag(ERROR, f"Scalar values differ ({npu.value!r} vs {bench.value!r}).")
         return False
+    if not msprobe:  # msprobe compares a shard with the whole tensor: Shape inconsistent
+        note = part_of_whole(npu, bench)
+        if note:
+            row.part, row.metrics = True, {}
+            row.messages.append(note)
+            return False
     if npu.dtype is not None and bench.dtype is not None and normalize_dtype(npu.dtype) != normalize_dtype(bench.dtype):
         if normalize_dtype(npu.dtype) in COMPARABLE_FLOATS and normalize_dtype(bench.dtype) in COMPARABLE_FLOATS:
             row.messages.append(f"Dtype {npu.dtype} vs {bench.dtype}: compared at the coarser precision.")
@@ -191,6 +201,55 @@ def _row_rules(row: RowResult, msprobe: str | None = None) -> bool:
     if npu.requires_grad is not None and bench.requires_grad is not None and npu.requires_grad != bench.requires_grad:
         row.flag(ERROR, "Requires_grad inconsistent.")
     return True
+
+
+def _mesh_sizes(mesh: Any) -> list[int]:
+    """The size of each dimension of a DTensor's ``device_mesh`` as written (the ranks as nested lists)."""
+    sizes = []
+    while isinstance(mesh, list) and mesh:
+        sizes.append(len(mesh))
+        mesh = mesh[0]
+    return sizes
+
+
+def local_part(raw: Mapping[str, Any] | None) -> str | None:
+    """How a tensor leaf (its dump.json record ``raw``) recorded as a DTensor's local part (``"dtensor":
+    "local"``: its ``placements`` and ``device_mesh``, as msprobe writes them) differs from the whole tensor:
+    ``dim 0 split across 2 ranks``, ``a partial sum over 2 ranks``; ``None`` for a whole tensor (recorded
+    whole, replicated, on one rank, or no DTensor)."""
+    if raw is None or raw.get("full_tensor") or not isinstance(raw.get("placements"), list):
+        return None
+    sizes = _mesh_sizes(raw.get("device_mesh"))
+    parts = []
+    for axis, placement in enumerate(raw["placements"]):
+        ranks = sizes[axis] if axis < len(sizes) else 0
+        if not isinstance(placement, dict) or ranks == 1:
+            continue
+        across = f"{ranks} ranks" if ranks else "the ranks"
+        if isinstance(placement.get("Shard"), dict):
+            parts.append(f"dim {placement['Shard'].get('dim')} split across {across}")
+        elif isinstance(placement.get("Partial"), dict):
+            parts.append(f"a partial {placement['Partial'].get('reduce_op', 'sum')} over {across}")
+    return ", ".join(parts) or None
+
+
+def part_of_whole(npu: TensorMeta, bench: TensorMeta) -> str | None:
+    """Why two tensor leaves are not compared, when one is this rank's part of a DTensor (a shard, a partial
+    sum) and the other is not the same part: a sharded run against one device, collected with the default
+    ``"dtensor": "local"``. Its statistics are not the whole tensor's, whatever the values: no error, no
+    divergence; ``"dtensor": "full"`` records the whole tensor, which is compared. ``None``: compare them."""
+    for side, leaf, other in (("target", npu, bench), ("bench", bench, npu)):
+        part = local_part(leaf.raw)
+        if part is None:
+            continue
+        mine, theirs = leaf.raw or {}, other.raw or {}
+        same_layout = all(mine.get(key) == theirs.get(key) for key in ("placements", "device_mesh", "full_tensor"))
+        if same_layout and tuple(other.shape or ()) == tuple(leaf.shape or ()):
+            return None  # two runs sharded alike: the same part of each
+        shapes = f"{list(npu.shape or ())} vs {list(bench.shape or ())}"
+        return (f"The {side}'s tensor is this rank's part of a DTensor ({part}; {shapes}): not compared with the "
+                'whole tensor. Collect with "dtensor": "full" to compare it.')
+    return None
 
 
 def metric_values(rows: Sequence[RowResult], key: str) -> list[float]:
@@ -231,7 +290,7 @@ def judge_entry(entry_name: str, rows: Sequence[RowResult], mode: DataMode,
             continue
         if _row_rules(row, one_sided_level(mode) if msprobe else None) and by_values:
             mode.judge_row(row)
-        if row.npu is not None and row.bench is not None:
+        if row.npu is not None and row.bench is not None and not row.part:
             for comp in judges:
                 verdict = comp.run_judge(row)
                 if verdict:
@@ -240,7 +299,7 @@ def judge_entry(entry_name: str, rows: Sequence[RowResult], mode: DataMode,
         written = [r for r in rows if r.shown]
         mode.judge_io([r for r in written if r.role != "output"], [r for r in written if r.role == "output"])
     elif op not in PLACEHOLDER_APIS and by_values:
-        both = [r for r in rows if r.npu is not None and r.bench is not None]
+        both = [r for r in rows if r.npu is not None and r.bench is not None and not r.part]
         mode.judge_io([r for r in both if r.role in INPUT_ROLES], [r for r in both if r.role in OUTPUT_ROLES])
     return worst(row.result for row in rows if row.shown)
 
