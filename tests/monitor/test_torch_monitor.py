@@ -210,3 +210,30 @@ def test_the_monitor_does_not_keep_the_model_alive(tmp_path):
     gc.collect()
     assert gone() is None
     mon.close()
+
+
+def test_one_pass_statistics_match_torch_and_fall_back():
+    """Dense float CPU tensors take the fused kernel (host floats, rounded to float32 once per step); NaN, infinity,
+    strided views, integers and statistics the kernel lacks keep torch's reductions; all equal torch's values."""
+    from probe_monitor.torch_monitor import TorchBackend
+
+    backend, g = TorchBackend(), torch.Generator().manual_seed(0)
+    dense = torch.randn(64, 33, generator=g) * 3 + 1
+    nan, inf = dense.clone(), dense.clone()
+    nan[5, 7], inf[0, 1] = math.nan, -math.inf
+    cases = {"float32": (dense, True), "bfloat16": (dense.bfloat16(), True), "float64": (dense.double(), True),
+             "transposed": (dense.t(), False), "nan": (nan, False), "inf": (inf, False),
+             "int64": (torch.arange(-5, 40), False), "zeros": (torch.zeros(10), True)}
+    ops = ("min", "max", "mean", "norm")
+    vectors = {name: backend.stats(t, ops, 1e-8) for name, (t, _) in cases.items()}
+    for name, (_, fused) in cases.items():
+        assert isinstance(vectors[name], list) == fused, name
+    fetched = dict(zip(vectors, backend.fetch(list(vectors.values()))))
+    for name, (t, _) in cases.items():
+        x = t.double()
+        expected = [x.min(), x.max(), x.mean(), x.norm()]
+        assert fetched[name] == pytest.approx([float(torch.tensor(float(v)).float()) for v in expected], rel=2e-7,
+                                              nan_ok=True), name
+        assert all(v == float(torch.tensor(v).float()) or math.isnan(v) for v in fetched[name]), name  # float32
+    mixed = backend.stats(dense, ("norm", "zeros", "max", "nans"), 1e-8)  # the kernel's part and torch's
+    assert backend.fetch([mixed])[0] == pytest.approx([float(dense.norm()), 0.0, float(dense.max()), 0.0], rel=1e-6)

@@ -39,7 +39,8 @@ class TensorBackend(Protocol):
     extra: dict[str, Any]
 
     def stats(self, tensor: Any, ops: tuple[str, ...], eps: float) -> Any:
-        """A float32 vector on the tensor's device, one value per op (no host sync)."""
+        """A float32 vector on the tensor's device, one value per op (no host sync), or those values computed on
+        the host already, as a list of floats that :meth:`fetch` rounds to float32."""
 
     def fetch(self, vectors: list[Any]) -> list[list[float]]:
         """Every vector of one step on the host, in one transfer."""

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import array
 import functools
 import math
 import sys
@@ -25,7 +26,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from probe_core.api import process_rank
+from probe_core.api import KINDS, host_stats, process_rank
 
 from probe_monitor.adapter import ModelMonitor
 from probe_monitor.engine import MonitorEngine
@@ -34,6 +35,10 @@ from probe_monitor.trainer import TrainerMonBase
 
 #: Optimizer state keys read as each moment, first found wins.
 MOMENTS = {"exp_avg": ("exp_avg",), "exp_avg_sq": ("exp_avg_sq", "square_avg")}
+#: The dtypes whose dense CPU tensors get the fused statistics kernel (one pass for min, max, mean and norm).
+FUSED = {getattr(torch, name): kind for name, kind in KINDS.items()}
+#: The statistics the fused kernel gives, at their index in its result.
+FUSED_OPS = {"max": 0, "min": 1, "mean": 2, "norm": 3}
 COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
                "broadcast", "reduce", "all_to_all", "all_to_all_single")
 
@@ -44,6 +49,11 @@ def current_rank() -> int:
 
 class TorchBackend:
     """Statistics as one float32 vector on the tensor's device; one transfer per device per step.
+
+    A dense float tensor on the CPU has its min, max, mean and norm from one pass over its memory (the fused
+    kernel, :func:`probe_core.api.host_stats`, summing in float64) instead of three of torch's reductions: a
+    list of host floats, which :meth:`fetch` rounds to float32 with the step's other lists at once. The kernel
+    declines NaN, infinity and subnormal norms, which keep torch's reductions and their semantics.
 
     A DTensor (FSDP2's parameters, gradients and optimizer moments; tensor parallelism's) gives the
     statistics of this rank's shard, or with ``full_dtensor`` (``"dtensor": "full"``) those of the whole
@@ -60,16 +70,20 @@ class TorchBackend:
         with torch.no_grad():
             return tensor.full_tensor() if self.full_dtensor else tensor.to_local()
 
-    def stats(self, tensor: torch.Tensor, ops: tuple[str, ...], eps: float) -> torch.Tensor:
+    def stats(self, tensor: torch.Tensor, ops: tuple[str, ...], eps: float) -> torch.Tensor | list[float]:
         x = self._values(tensor)
         if x.numel() == 0:
             return torch.full((len(ops),), math.nan, dtype=torch.float32, device=x.device)
+        values: dict[str, Any] = _fused_values(x, ops)
+        if len(values) == len(ops):
+            return [values[op] for op in ops]
         if not x.is_floating_point():
             x = x.float()
-        values: dict[str, torch.Tensor] = {}
-        if "min" in ops or "max" in ops:
+        if any(op in ("min", "max") and op not in values for op in ops):
             values["min"], values["max"] = torch.aminmax(x)
         for op in ops:
+            if op in values:
+                continue
             if op == "mean":
                 values[op] = x.mean(dtype=torch.float32)
             elif op == "norm":
@@ -78,15 +92,23 @@ class TorchBackend:
                 values[op] = (x.abs() < eps).sum() / x.numel()
             elif op == "nans":
                 values[op] = torch.isnan(x).sum()
-            elif op not in values:
+            else:
                 values[op] = self.extra[op](x, eps)
-        return torch.stack([values[op].to(torch.float32) for op in ops])
+        return torch.stack([torch.as_tensor(values[op], dtype=torch.float32) for op in ops])
 
-    def fetch(self, vectors: list[torch.Tensor]) -> list[list[float]]:
+    def fetch(self, vectors: list[torch.Tensor | list[float]]) -> list[list[float]]:
         by_device: dict[torch.device, list[int]] = {}
+        host: list[int] = []
         for i, vector in enumerate(vectors):
-            by_device.setdefault(vector.device, []).append(i)
+            if isinstance(vector, list):
+                host.append(i)
+            else:
+                by_device.setdefault(vector.device, []).append(i)
         out: list[list[float]] = [[] for _ in vectors]
+        rounded = array.array("f", [value for i in host for value in vectors[i]]).tolist()  # float32, as torch's
+        start = 0
+        for i in host:
+            out[i], start = rounded[start:start + len(vectors[i])], start + len(vectors[i])
         for indices in by_device.values():
             for i, values in zip(indices, torch.stack([vectors[i] for i in indices]).cpu().tolist()):
                 out[i] = values
@@ -95,6 +117,17 @@ class TorchBackend:
     def describe(self, tensor: torch.Tensor) -> tuple[tuple[int, ...], str]:
         shape = tensor.to_local().shape if _is_dtensor(tensor) and not self.full_dtensor else tensor.shape
         return tuple(shape), str(tensor.dtype)
+
+
+def _fused_values(x: torch.Tensor, ops: tuple[str, ...]) -> dict[str, float]:
+    """The ops among min, max, mean and norm from one pass of the fused kernel over a dense float CPU tensor;
+    {} for any other tensor, or when the kernel declines (not built, NaN or infinity, a subnormal norm)."""
+    kind = FUSED.get(x.dtype)
+    if (kind is None or not x.is_cpu or x.layout != torch.strided or type(x) is not torch.Tensor
+            or not x.is_contiguous() or x.is_neg() or not FUSED_OPS.keys() & set(ops)):
+        return {}
+    values = host_stats(x.data_ptr(), x.numel(), kind)
+    return {} if values is None else {op: values[FUSED_OPS[op]] for op in ops if op in FUSED_OPS}
 
 
 def _is_dtensor(tensor: Any) -> bool:
