@@ -119,13 +119,25 @@ def test_mapping_renames_and_a_second_import_replaces_the_first(tmp_path):
 
 
 def test_the_newest_run_of_a_rank_is_chosen_by_its_date_not_its_name(tmp_path):
-    """msprobe's folders start with the month's name: ``Dec`` sorts before ``Feb`` as text; the
-    run of December is the newest of these two whatever the text order says."""
+    """msprobe's folders start with the month's name and no year: ``Dec`` sorts before ``Feb`` as text and after
+    ``Jan`` by month. The year comes from the folder's modification time (the run wrote it at or after its
+    start): a run tagged 31 December still writing on 1 January is older than the one tagged 1 January."""
+    import os
+    import time
+
     from probe_data2db.monitor_rows import rank_folders
 
-    for name in ("Feb03_10-00-00-rank0-aa", "Dec01_09-00-00-rank0-bb", "Apr09_11-00-00-rank1-cc"):
+    def at(text: str) -> float:
+        return time.mktime(time.strptime(text, "%Y-%m-%d %H:%M"))
+
+    written = {"Dec01_09-00-00-rank0-bb": "2025-12-01 10:00", "Feb03_10-00-00-rank0-aa": "2026-02-03 11:00",
+               "Apr09_11-00-00-rank1-cc": "2026-04-09 12:00",
+               "Dec31_23-50-00-rank2-dd": "2026-01-01 00:30", "Jan01_00-10-00-rank2-ee": "2026-01-01 00:20"}
+    for name, when in written.items():
         (tmp_path / name).mkdir()
+        os.utime(tmp_path / name, (at(when), at(when)))
     layout, folders = rank_folders(tmp_path)
     assert layout.startswith("msprobe's layout")
-    assert {rank: folder.name for rank, folder in folders.items()} == {0: "Dec01_09-00-00-rank0-bb",
-                                                                       1: "Apr09_11-00-00-rank1-cc"}
+    assert {rank: folder.name for rank, folder in folders.items()} == {0: "Feb03_10-00-00-rank0-aa",
+                                                                       1: "Apr09_11-00-00-rank1-cc",
+                                                                       2: "Jan01_00-10-00-rank2-ee"}

@@ -83,6 +83,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
                             "job_executor", "registry_of", "registry_ref", "run_jobs"),
     "probe_core.selection": ("abridged", "add_selection_arguments", "gaps", "selection", "spans"),
     "probe_core.ranks": ("launcher_rank", "process_rank"),
+    "probe_core.runtag": ("MONTHS", "TAG", "tag_started", "time_tag"),
     "probe_core.cli": ("refuse_options", "run_command"),
     "probe_core.htmlflag": ("add_html_argument", "check_html", "write_html"),
     "probe_core.cause": ("ArgumentChange", "argument_changes", "csv_argument_changes"),

@@ -17,6 +17,8 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from probe_core.api import tag_started
+
 from probe_data2db.trenddb import MONITOR_DB, TrendDB
 
 METRICS = ("actv", "actv_grad", "exp_avg", "exp_avg_sq", "grad_unreduced", "grad_reduced", "param_origin",
@@ -28,23 +30,10 @@ PROBE_DIR = re.compile(r"^rank(\d+)$")
 _FILE = re.compile(rf"^({'|'.join(sorted(METRICS, key=len, reverse=True))})_(\d+)-(\d+)\.csv$")
 
 
-_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
-_STARTED = re.compile(r"^([A-Z][a-z]{2})(\d{2})_(\d{2}-\d{2}-\d{2})-")
-
-
-def _started(folder: Path) -> tuple:
-    """When an msprobe-layout folder's run started (``Nov28_10-31-05-rank0-...``: its month by number, not by
-    name), for choosing the newest of a rank; unknown tags first."""
-    match = _STARTED.match(folder.name)
-    if match is None or match.group(1) not in _MONTHS:
-        return (-1, 0, "", folder.name)
-    return (_MONTHS.index(match.group(1)), int(match.group(2)), match.group(3), folder.name)
-
-
 def rank_folders(data: Path) -> tuple[str, dict[int, Path]]:
     """(which layout was found, rank -> folder): msprobe's ``{time}-rank{R}-{hash}`` folders (the newest of a
     rank when several runs left theirs), else probe's ``rank{R}``; ``("", {})`` when neither is there."""
-    children = sorted((p for p in data.iterdir() if p.is_dir()), key=_started)
+    children = sorted((p for p in data.iterdir() if p.is_dir()), key=tag_started)
     found: dict[int, Path] = {}
     for child in children:
         if match := MSPROBE_DIR.match(child.name):

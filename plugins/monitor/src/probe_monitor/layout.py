@@ -10,11 +10,11 @@ skip every other folder, so the monitor writes that name: the local time the mon
 from __future__ import annotations
 
 import re
-import time
 import uuid
 from pathlib import Path
 
-MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+from probe_core.api import MONTHS, tag_started, time_tag
+
 MSPROBE_DIR = re.compile(r"^(?P<month>[A-Z][a-z]{2})(?P<day>\d{2})_(?P<clock>\d{2}-\d{2}-\d{2})-rank(?P<rank>\d{1,5})-"
                          r"(?P<id>\w+)$")
 PROBE_DIR = re.compile(r"^rank(?P<rank>\d+)$")
@@ -24,9 +24,7 @@ PROBE_LAYOUT = "probe's earlier layout (rank{R}/)"
 
 def folder_name(rank: int, now: float | None = None) -> str:
     """``{time}-rank{rank}-{id}``, the time in msprobe's format (English month names whatever the locale)."""
-    t = time.localtime(now)
-    return f"{MONTHS[t.tm_mon - 1]}{t.tm_mday:02d}_{t.tm_hour:02d}-{t.tm_min:02d}-{t.tm_sec:02d}-rank{rank}-" \
-           f"{uuid.uuid4().hex[:8]}"
+    return f"{time_tag(now)}-rank{rank}-{uuid.uuid4().hex[:8]}"
 
 
 def rank_of(name: str) -> int | None:
@@ -44,12 +42,6 @@ def layout_of(names: list[str]) -> str:
     return PROBE_LAYOUT if any(PROBE_DIR.match(n) for n in names) else ""
 
 
-def _started(name: str) -> tuple:
-    """Sort key: when a run folder's monitor started (month, day, clock; the year is not in the name)."""
-    match = MSPROBE_DIR.match(name)
-    return (MONTHS.index(match["month"]), match["day"], match["clock"], name) if match else (-1, name)
-
-
 def run_folders(root: Path) -> dict[int, list[Path]]:
     """``{rank: [its folders, oldest first]}`` among the folders of ``root`` named in either layout (links to
     folders included: the caller refuses them)."""
@@ -60,4 +52,4 @@ def run_folders(root: Path) -> dict[int, list[Path]]:
         rank = rank_of(child.name)
         if rank is not None and child.is_dir():
             found.setdefault(rank, []).append(child)
-    return {rank: sorted(folders, key=lambda p: _started(p.name)) for rank, folders in sorted(found.items())}
+    return {rank: sorted(folders, key=tag_started) for rank, folders in sorted(found.items())}
