@@ -78,3 +78,34 @@ def test_format_tables_equals_format_table(pairs):
         assert not "".join(expected).isascii()
     for text in expected:  # the viewer reads every column as JSON
         assert isinstance(json.loads(text), dict)
+
+
+def test_rows_order_and_links_follow_the_tree():
+    """node_order is the post-order (children first, in call order) and matched_node_link the partner's path from
+    the root, on a nested graph with a backward mirrored under its forward's parent and parameter gradients."""
+    from probe_core.api import build_graph
+    from probe_graph.match import match_graphs
+
+    construct = {"Module.a.A.forward.0": None, "Module.a.b.B.forward.0": "Module.a.A.forward.0",
+                 "Functional.relu.0.forward": "Module.a.b.B.forward.0", "Tensor.add.0.forward": None,
+                 "Tensor.add.1.forward": None, "Module.a.A.backward.0": None,
+                 "Module.a.b.B.backward.0": None, "Functional.relu.0.backward": "Module.a.b.B.backward.0"}
+    data = {name: {"input_args": [TENSOR], "output": [TENSOR]} for name in construct}
+    data["Module.a.b.B.parameters_grad.0"] = {"weight": [TENSOR]}
+    target, bench = (build_graph(construct, data, source=side) for side in ("NPU", "Bench"))
+    assert target.renumber() == len(target.nodes)
+    match_graphs(target, bench)
+
+    def postorder(node):
+        for child in node.children:
+            yield from postorder(child)
+        yield node
+
+    def path(node):
+        return (path(node.parent) if node.parent is not None else []) + [node.name]
+
+    rows = {row[3]: row for row in vis_db.graph_rows(target).node_rows()}
+    assert [rows[node.name][2] for node in postorder(target.root)] == list(range(len(target.nodes)))
+    assert all(json.loads(rows[node.name][10]) == path(node.matched) for node in target.nodes.values())
+    assert path(bench["Module.a.b.B.parameters_grad.0"]) == ["DefaultModel", "Module.a.A.backward.0",
+                                                             "Module.a.b.B.backward.0", "Module.a.b.B.parameters_grad.0"]

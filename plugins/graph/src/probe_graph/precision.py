@@ -16,7 +16,7 @@ metrics show beside its tensor.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,8 @@ def tool_tips(mode: DataMode, comparators: Sequence[LoadedComparator]) -> dict[s
 
 def _entry(node: Node, dump: RankDump | None) -> DumpEntry:
     parent = node.parent.name if node.parent is not None else None
-    return DumpEntry(node.name, node.order, node.entry if isinstance(node.entry, dict) else {}, parent, dump=dump)
+    return DumpEntry.streamed(node.name, node.order, node.entry if isinstance(node.entry, dict) else {}, parent, (),
+                              dump, None, None)
 
 
 def _dump(graph: Graph) -> RankDump | None:
@@ -80,7 +81,7 @@ def score_graphs(target: Graph, bench: Graph, mode: DataMode | None, comparators
                      if mode is not None and node.matched is not None and _has_tensors(node)}
             found = columnar.compare_entries(list(pairs.values())) if columnar else []
             plain = {name: one for name, one in zip(pairs, found) if one is not None}
-            metrics.update((name, _metric_values(one)) for name, one in plain.items() if one.names)
+            metrics.update(_metric_values(plain))
             for node in chunk:
                 _score(node, mode, comparators, rules, pairs.get(node.name), plain.get(node.name), metrics, facts)
     finally:
@@ -110,8 +111,9 @@ def _score(node: Node, mode: DataMode | None, comparators: Sequence[LoadedCompar
     if pair is not None:
         npu, bench = pair
         if plain is not None:  # compared on the columnar path: every row passes, with no message
-            # the texts now: the facts of every node stay, with both graphs, until the job is judged
-            facts.append(plain_facts(npu.index, npu.parent, plain, mode, texts=True))  # type: ignore[arg-type]
+            # the worst rows' texts stay Reasons, made only for the few the judge names: a Reason holds the
+            # facts' own lazy pairs (no more than its text would weigh), and a worker's pickle makes the text
+            facts.append(plain_facts(npu.index, npu.parent, plain, mode))  # type: ignore[arg-type]
         else:
             outcome = compare_entry(npu, bench, mode, comparators, lenient=True, rules=rules)  # type: ignore[arg-type]
             verdict = outcome.result
@@ -123,9 +125,20 @@ def _score(node: Node, mode: DataMode | None, comparators: Sequence[LoadedCompar
     node.precision_index = other.precision_index = INDEX_OF.get(verdict, PASS_INDEX)
 
 
-def _metric_values(plain: Plain) -> MetricValues:
-    """A plain entry's metrics, shown when its row is written (:class:`~probe_graph.vis_db.MetricValues`)."""
-    return MetricValues(plain.names, [plain.name + suffix for suffix in plain.rows.suffixes], plain.metrics)
+def _metric_values(plains: dict[str, Plain]) -> Iterator[tuple[str, MetricValues]]:
+    """Each plain entry's metrics, shown when its row is written (:class:`~probe_graph.vis_db.MetricValues`):
+    :attr:`Plain.metrics`, each chunk's columns zipped into rows once."""
+    chunk_rows: dict[int, list[tuple]] = {}
+    for name, plain in plains.items():
+        names = plain.names
+        if not names:
+            continue
+        chunk = plain.chunk
+        rows = chunk_rows.get(id(chunk))
+        if rows is None:
+            rows = chunk_rows[id(chunk)] = list(zip(*(chunk.columns[column] for column in names)))
+        yield name, MetricValues(names, [plain.name + suffix for suffix in plain.rows.suffixes],
+                                 rows[plain.start:plain.start + plain.count])
 
 
 def _shown(rows: Sequence[Any], mode: DataMode) -> dict[str, dict[str, Any]]:

@@ -31,12 +31,17 @@ def _owner(name: str) -> str:
     return _path(name).rpartition(".")[0]
 
 
+def _is_module_backward(name: str) -> bool:
+    """Whether ``name`` is a module's backward call (``Module.fc.Linear.backward.0``)."""
+    return f".{BACKWARD}" in name and is_module(name) and direction(name) == BACKWARD  # the first test: most fail it
+
+
 def repair_inplace(construct: Mapping[str, Any]) -> dict[str, Any]:
     """``construct`` with the backward parents an in-place op broke repaired (see the module docstring)."""
     repaired = dict(construct)
     for name, parent in construct.items():
-        if not (isinstance(name, str) and isinstance(parent, str) and is_module(name) and is_module(parent)
-                and direction(name) == BACKWARD and direction(parent) == BACKWARD):
+        if not (isinstance(name, str) and isinstance(parent, str) and _is_module_backward(name)
+                and _is_module_backward(parent)):
             continue
         if _owner(name) == _path(parent):
             continue
@@ -58,7 +63,7 @@ def place_params_grads(construct: Mapping[str, Any], data: Mapping[str, Any]) ->
     node, as msprobe puts it (``parameters_grad.1`` of step 1 under ``backward.0`` when the module ran once)."""
     last: dict[str, tuple[int, str]] = {}
     for name in (*construct, *data):
-        if is_module(name) and direction(name) == BACKWARD:
+        if _is_module_backward(name):
             module, _, count = name.rsplit(".", 2)
             if count.isdigit() and int(count) >= last.get(module, (-1, ""))[0]:
                 last[module] = (int(count), name)
@@ -74,5 +79,5 @@ def place_params_grads(construct: Mapping[str, Any], data: Mapping[str, Any]) ->
 def hidden_params_grads(construct: Mapping[str, Any], data: Mapping[str, Any]) -> set[str]:
     """The ``parameters_grad`` entries msprobe does not show: those of modules with no backward node."""
     names = set(construct) | set(data)
-    modules = {name.rsplit(".", 2)[0] for name in names if is_module(name) and direction(name) == BACKWARD}
+    modules = {name.rsplit(".", 2)[0] for name in names if _is_module_backward(name)}
     return {name for name in data if is_params_grad(name) and name.rsplit(".", 2)[0] not in modules}

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from probe_core.api import dumps, float_texts, Graph, GraphError, tables_json, TensorTable
+from probe_core.api import dumps, float_texts, Graph, GraphError, Node, NodeKind, tables_json, TensorTable
 
 NODE_COLUMNS = (
     ("id", "TEXT PRIMARY KEY"), ("graph_id", "TEXT NOT NULL"), ("node_order", "INTEGER NOT NULL"),
@@ -182,9 +182,11 @@ class GraphRows:
         graph = self._graph
         if graph is None:
             raise GraphError("the graph's rows were made already and the graph released")
-        graph_id = graph.graph_id
+        graph_id, source, dump_dir, step, rank = graph.graph_id, graph.source, graph.dump_dir, graph.step, graph.rank
         stack_ids: dict[tuple[str, ...], str] = {}
         self.stacks = []
+        ancestors: dict[Node | None, list[str]] = {None: []}  # a partner's Node.ancestors(), by its parent
+        kinds = {kind: str(int(kind)) for kind in NodeKind}
         nodes = list(graph.walk())
         for start in range(0, len(nodes), ROWS_CHUNK):
             chunk = nodes[start:start + ROWS_CHUNK]
@@ -197,17 +199,22 @@ class GraphRows:
                 if stack_id is None:
                     stack_id = stack_ids[node.stack] = f"{graph_id}_{len(stack_ids)}"
                     self.stacks.append((stack_id, dumps(list(node.stack))))
-                matched = node.matched
-                link = dumps(matched.ancestors() + [matched.name]) if matched is not None else "[]"
+                name, parent, children, matched = node.name, node.parent, node.children, node.matched
+                link = "[]"
+                if matched is not None:  # the names from the root down to the partner
+                    above = ancestors.get(matched.parent)
+                    if above is None:
+                        above = ancestors[matched.parent] = matched.ancestors()
+                    link = dumps(above + [matched.name])
                 yield (
-                    f"{graph_id}_{node.name}", graph_id, order, node.name, str(int(node.kind)),
-                    node.parent.name if node.parent is not None else "",
-                    dumps([child.name for child in node.children]) if node.children else "",
-                    node.precision_index, node.overflow_level, node.micro_step, link, stack_id,
+                    f"{graph_id}_{name}", graph_id, order, name, kinds.get(node.kind) or str(int(node.kind)),
+                    parent.name if parent is not None else "",
+                    dumps([child.name for child in children]) if children else "",
+                    node.precision_index, node.overflow_level, node.micro_step,
+                    link, stack_id,
                     json.dumps(node.merge_info) if node.merge_info else "", "{}", 0,
-                    next(texts), next(texts),
-                    graph.source, graph.dump_dir, graph.step, graph.rank,
-                    1 if node.name.startswith("Distributed.") else 0,
+                    next(texts), next(texts), source, dump_dir, step, rank,
+                    1 if name.startswith("Distributed.") else 0,
                 )
 
     def _shown(self, chunk: Sequence[Any]) -> dict[str, dict[str, dict[str, Any]]]:

@@ -21,10 +21,6 @@ from probe_core.graph.model import API_GROUP_PREFIX, Graph, Node, NodeKind
 from probe_core.graph.names import BACKWARD, FORWARD, counterpart, direction, is_module, is_params_grad, without_count
 
 
-def _kind(name: str) -> NodeKind:
-    return NodeKind.MODULE if is_module(name) else NodeKind.API
-
-
 def _parent_of(name: str, construct: Mapping[str, Any], known: set[str] | dict) -> str | None:
     parent = construct.get(name)
     if is_params_grad(name):
@@ -112,12 +108,15 @@ def build_graph(construct: Mapping[str, Any], data: Mapping[str, Any],
             order[parent] = None
     order.pop(graph.root.name, None)
     nodes = graph.nodes
+    module, api = NodeKind.MODULE, NodeKind.API
     for name in order:
-        nodes[name] = Node(name, _kind(name))
-    root = graph.root
+        nodes[name] = Node(name, module if is_module(name) else api)
+    root, parent_in_construct = graph.root, construct.get
     for name in order:
-        parent = _parent_of(name, construct, nodes)
-        (nodes[parent] if parent in nodes else root).add_child(nodes[name])
+        parent = parent_in_construct(name)
+        if parent is None or is_params_grad(name):  # else as construct.json says: most nodes
+            parent = _parent_of(name, construct, nodes)
+        nodes.get(parent, root).add_child(nodes[name])  # type: ignore[arg-type]
     group_top_level_apis(graph)
 
     for name, entry in data.items():
@@ -133,8 +132,7 @@ def build_graph(construct: Mapping[str, Any], data: Mapping[str, Any],
         if found:
             node.stack = found
     _assign_micro_steps(graph)
-    graph.renumber()
-    reached = sum(1 for _ in graph.walk())
+    reached = graph.renumber()
     if reached != len(nodes):
         raise GraphError(f"{where or 'construct.json'}: the parent links form a cycle ({len(nodes) - reached} "
                          "nodes never reach the model root); regenerate the dump")

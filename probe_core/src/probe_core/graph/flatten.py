@@ -21,13 +21,19 @@ def _flatten(value: Any, key: str, into: TensorTable) -> None:
         if "type" in value:
             into[key] = value
             return
-        for sub, item in value.items():
-            _flatten(item, f"{key}.{sub}", into)
+        items: Any = value.items()
     elif value is None:
         into[key] = {"value": None}  # a None argument keeps its slot
+        return
     elif isinstance(value, (list, tuple)):
-        for index, item in enumerate(value):
-            _flatten(item, f"{key}.{index}", into)
+        items = enumerate(value)
+    else:
+        return
+    for sub, item in items:
+        if item.__class__ is dict and "type" in item:  # a tensor or scalar: most items, without a call
+            into[f"{key}.{sub}"] = item
+        else:
+            _flatten(item, f"{key}.{sub}", into)
 
 
 def flatten_entry(name: str, entry: dict[str, Any]) -> tuple[TensorTable, TensorTable]:

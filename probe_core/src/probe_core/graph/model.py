@@ -108,14 +108,18 @@ class Graph:
 
     def walk(self) -> Iterator[Node]:
         """Every node, children before their parent (the viewer's ``node_order``)."""
-        stack: list[tuple[Node, int]] = [(self.root, 0)]
+        return reversed(self._walk_backwards())
+
+    def _walk_backwards(self) -> list[Node]:
+        """:meth:`walk`'s nodes, last first: a preorder that takes each node's children from the last."""
+        out: list[Node] = []
+        stack = [self.root]
+        pop, append, extend = stack.pop, out.append, stack.extend
         while stack:
-            node, index = stack.pop()
-            if index < len(node.children):
-                stack.append((node, index + 1))
-                stack.append((node.children[index], 0))
-            else:
-                yield node
+            node = pop()
+            append(node)
+            extend(node.children)
+        return out
 
     def preorder(self) -> Iterator[Node]:
         """Every node, parents before their children."""
@@ -132,7 +136,10 @@ class Graph:
             node.parent = node.matched = None
             node.children = []
 
-    def renumber(self) -> None:
-        """Set each node's ``order`` to its post-order position."""
-        for index, node in enumerate(self.walk()):
-            node.order = index
+    def renumber(self) -> int:
+        """Set each node's ``order`` to its post-order position; return how many nodes the root reaches."""
+        backwards = self._walk_backwards()
+        last = len(backwards) - 1
+        for index, node in enumerate(backwards):
+            node.order = last - index
+        return last + 1
