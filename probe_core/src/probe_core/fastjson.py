@@ -50,7 +50,7 @@ def try_decode(text: str | bytes) -> Any:
     :data:`MISS`."""
     try:
         return _decode(text)
-    except (msgspec.DecodeError, RecursionError):  # NaN/Infinity, 1e400, a lone surrogate, deep, or not JSON
+    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):  # NaN, 1e400, bad UTF-8, deep, not JSON
         return MISS
 
 
