@@ -10,12 +10,15 @@ How calls are seen (MindSpore has no global cell hooks and no function mode):
   ``Tensor`` are replaced by recording wrappers (see :mod:`probe_mindspore.apis`);
   ``Primitive`` attributes of named cells (``self.matmul = P.MatMul()``) are
   recorded as ``Primitive.{attribute}.{Name}``;
-* backward: tensor inputs go through ``ops.HookBackward`` (an identity whose
-  hook sees the gradients w.r.t. the inputs) and outputs get
-  ``Tensor.register_hook``; parameter gradients come from ``Parameter.register_hook``.
+* backward: each tensor input that needs a gradient is passed as a same-shape
+  view (a new autograd node) whose ``Tensor.register_hook`` sees the gradient
+  w.r.t. this call's use of it, and outputs get ``Tensor.register_hook``;
+  parameter gradients come from ``Parameter.register_hook``. A call with a float
+  input that needs no gradient of its own takes one ``ops.HookBackward`` over
+  all its inputs instead (see :meth:`MindSporeCollector.identity_with_grad_hook`).
   The backward entries take msprobe's MindSpore layout (see :func:`msprobe_backward_layout`):
   a ``mint``/``ops``/``Tensor`` call passes all its tensor inputs through one
-  identity, so a float input that needs no gradient of its own (the network's
+  identity (that ``HookBackward``), so a float input that needs no gradient of its own (the network's
   input) gets one when another input does; a primitive hooks each input on its
   own, so its entry lists only the gradients that came, last input first.
 
@@ -141,11 +144,37 @@ class MindSporeCollector(CollectorBase):
         return bool(_pynative_executor.grad_flag())
 
     def identity_with_grad_hook(self, tensors: list[Any], on_grads: Any) -> list[Any]:
-        hook = ops.HookBackward(lambda grads: self._guarded(on_grads, grads))
-        out = hook(*tensors)
-        return list(out) if isinstance(out, (tuple, list)) else [out]
+        """Each input that needs a gradient becomes a same-shape view (a new autograd node sharing its memory)
+        whose ``register_hook`` sees the gradient w.r.t. this call's use of it; the rest pass unchanged, with
+        gradient ``None``. A call with a float input that needs no gradient of its own (``needs_grad`` None)
+        takes one ``ops.HookBackward`` over all its inputs instead, which gives that input one (msprobe's
+        layout): the op costs several times the views (Python shape inference, a Python autograd node)."""
+        needs = [self.needs_grad(tensor) for tensor in tensors]
+        if None in needs:
+            hook = ops.HookBackward(lambda grads: self._guarded(on_grads, grads))
+            out = hook(*tensors)
+            return list(out) if isinstance(out, (tuple, list)) else [out]
+        hooked = [i for i, need in enumerate(needs) if need]
+
+        def on_full(grads: list[Any]) -> None:
+            full: list[Any] = [None] * len(tensors)
+            for i, grad in zip(hooked, grads):
+                full[i] = grad
+            self._guarded(on_grads, full)
+
+        slots = GradSlots(len(hooked), on_full)
+        new = list(tensors)
+        # made last input first: MindSpore's backward then reaches them right after the call's own node, as it
+        # reached the one HookBackward node (a cell's parameters_grad entry still comes after its matmul's backward)
+        for slot, i in reversed(list(enumerate(hooked))):
+            view = new[i] = tensors[i].view(tensors[i].shape)
+            view.register_hook(lambda grad, slot=slot: slots.arrive(slot, grad))
+        return new
 
     def hook_output_grads(self, tensors: list[Any], on_grads: Any) -> None:
+        if len(tensors) == 1:  # most calls: one hook, no gathering
+            tensors[0].register_hook(lambda grad: self._guarded(on_grads, [grad]))
+            return
         slots = GradSlots(len(tensors), lambda grads: self._guarded(on_grads, grads))
         for i, tensor in enumerate(tensors):
             tensor.register_hook(lambda grad, i=i: slots.arrive(i, grad))
