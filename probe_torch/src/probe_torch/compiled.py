@@ -15,8 +15,13 @@ and numbered as eager code names them. What this changes, measured (``benchmarks
 * a tensor changed in place inside the graph (``relu_``) is copied before the change, so that the entries
   before it show its earlier value.
 
-What stays unrecorded: the backward of compiled code (its parameter gradients are still recorded by the
-eager hooks), and calls Dynamo does not put in the graph as torch calls.
+The backward of the module calls inside the graph (L0, mix: ``Module.X.Cls.backward.N``, gradients w.r.t. the
+module's outputs and inputs as eager code's) is recorded through gradient taps, zero-valued extra inputs the
+compiled backward returns the gradients of (:mod:`probe_torch.compiled_backward`); in float32/float64 graphs
+only (in a float16/bfloat16 graph a tap changes which activations AOTAutograd saves, and so the gradients).
+What stays unrecorded: the backward of the API calls inside the graph (``Functional.gelu.0.backward``; its
+module's entry stands for it), the module backward of half-precision graphs, and calls Dynamo does not put in
+the graph as torch calls. Parameter gradients are recorded by the eager hooks.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import torch.fx as fx
 from torch.utils._pytree import tree_map
 
 from probe_core.api import is_inplace
+from probe_torch.compiled_backward import GradientTaps
 
 #: Python operators in a Dynamo graph → the ``Tensor`` dunder the eager collector records them under.
 _OPERATORS = {getattr(operator, name): name for name in (
@@ -84,6 +90,10 @@ class GraphRecording:
         self.original_args = self.output_node.args
         self.n_outputs = 0
         self.calls: list[_Call] = []
+        #: per module call, in the order they start: its inputs, outputs, calls and depth (for its gradient taps)
+        self.module_runs: list[tuple[list[fx.Node], list[fx.Node], set[fx.Node], int]] = []
+        self.backward_names: list[str | None] = []  # per module call of the last run: its forward name, if its
+        # backward is recorded
         self._added: list[fx.Node] = []  # nodes this recording put into the graph, in order
         self._placeholders = {n: i for i, n in enumerate(n for n in nodes if n.op == "placeholder")}
         self._pending: dict[fx.Node, list[_Slot]] = {}  # node -> slots showing its value as it is now
@@ -120,6 +130,7 @@ class GraphRecording:
                 while open_modules and open_modules[-1] not in stack:
                     self._exit(open_modules.pop(), runs, modules)
                 for key in stack[len(open_modules):]:
+                    self.module_runs.append((*runs[key], len(open_modules)))
                     open_modules.append(key)
                     self.calls.append(_Call("enter", module=_module(modules, key),
                                             args=tuple(self._slot(n) for n in runs[key][0])))
@@ -144,9 +155,10 @@ class GraphRecording:
                                 output=outputs[0] if len(outputs) == 1 else tuple(outputs)))
 
     @staticmethod
-    def _module_runs(nodes: list[fx.Node]) -> dict[str, tuple[list[fx.Node], list[fx.Node]]]:
+    def _module_runs(nodes: list[fx.Node]) -> dict[str, tuple[list[fx.Node], list[fx.Node], set[fx.Node]]]:
         """Per ``nn_module_stack`` key, the module call's inputs (the tensors its calls read from outside it,
-        its parameters and buffers aside, in the order first read) and outputs (its tensors read after it)."""
+        its parameters and buffers aside, in the order first read), outputs (its tensors read after it) and
+        calls."""
         members: dict[str, list[fx.Node]] = {}
         for node in nodes:
             if node.op in ("call_function", "call_method"):
@@ -161,7 +173,7 @@ class GraphRecording:
                            if used not in within and used not in inputs and _is_tensor_node(used)
                            and not _is_state(used)]
             outputs = [node for node in inside if _is_tensor_node(node) and any(u not in within for u in node.users)]
-            runs[key] = (inputs, outputs)
+            runs[key] = (inputs, outputs, within)
         return runs
 
     def _base(self, node: fx.Node) -> fx.Node:
@@ -192,6 +204,15 @@ class GraphRecording:
             item = self._add("call_function", operator.getitem, node, index)
         item.meta["example_value"] = _example(node)[index]
         return item
+
+    @property
+    def added(self) -> list[fx.Node]:
+        return self._added
+
+    def changes_in_place(self, node: fx.Node) -> bool:
+        """Whether ``node`` changes its first argument in place (``relu_``, ``+=``)."""
+        api = self.api_of(node)
+        return api is not None and is_inplace(api, node.kwargs)
 
     def _add(self, op: str, target: Any, *args: Any) -> fx.Node:
         node = self.gm.graph.create_node(op, target, args)
@@ -267,6 +288,8 @@ class GraphRecording:
 
         sid = session.capture_stack(3)
         frames: list[tuple[str | None, bool, Any, Any]] = []
+        self.backward_names = backward_names = []
+        grad = torch.is_grad_enabled()
         for call in self.calls:
             if call.kind == "api":
                 name = session.api_forward_name(call.api)
@@ -285,6 +308,7 @@ class GraphRecording:
                 if name is not None:
                     session.enter_module(name)
                 frames.append((name, recorded, entry, parent))
+                backward_names.append(name if recorded and grad and session.wants_backward(name) else None)
             else:
                 name, recorded, entry, parent = frames.pop()
                 if name is None:
@@ -308,19 +332,29 @@ def backend_call(original: Any, collector: Any) -> Any:
                                    with_modules=session.with_modules)
         if not recording.install():
             return original(backend, gm, example_inputs, **kwargs)
+        taps = GradientTaps(gm, recording.module_runs, set(recording.added), recording.changes_in_place)
+        tapped = torch.is_grad_enabled() and taps.install()
         try:
-            compiled = original(backend, gm, example_inputs, **kwargs)
+            compiled = original(backend, gm, [*example_inputs, *taps.zeros()] if tapped else example_inputs,
+                                **kwargs)
         except Exception as error:
+            if tapped:
+                taps.uninstall()
             recording.uninstall()
             collector.compile_unrecorded(f"{type(error).__name__}: {error}")
             return original(backend, gm, example_inputs, **kwargs)
+        if tapped:
+            taps.uninstall()  # the compiled code keeps them; Dynamo reads the graph's placeholders afterwards
         collector.recorded_graphs += 1
         count = recording.n_outputs
 
         def run(*args: Any) -> Any:
-            outputs = compiled(*args)
+            zeros = taps.zeros() if tapped else []
+            outputs = compiled(*args, *zeros)
             if collector.records_compiled():
                 collector.record_compiled(recording, args, outputs[count:])
+                if zeros and torch.is_grad_enabled():
+                    taps.hook(zeros, recording.backward_names, collector._record_backward)
             return outputs[:count]
 
         return run
