@@ -456,6 +456,15 @@ class TorchCollector(CollectorBase):
 
     # -- install / remove ---------------------------------------------------------------------------
 
+    def wrap_api(self, api: str, original: Any) -> Any:
+        """The core's recording stand-in, which ``torch.compile`` sees through: Dynamo traces ``original`` where
+        the model calls the stand-in (as it does for its own wrappers), so the compiled graph is the one
+        compiled without probe and holds no guard on probe's state (a guard on the collector's ``busy`` flag
+        recompiled the model on every change, up to Dynamo's limit, after which it ran eagerly)."""
+        wrapper = super().wrap_api(api, original)
+        wrapper._torchdynamo_inline = original
+        return wrapper
+
     def install_hooks(self) -> None:
         session = self.session
         if session.with_modules:
