@@ -15,6 +15,10 @@ A case's bug lives in ``train.py`` (:data:`train.BUGS`); here each case says whe
   hits.
 
 The control case has no bug: its correct answer names nothing.
+
+``model``: ``gpt`` (``train.py``, the suite's own model, every variant) or ``llama`` (``hf_train.py``: a
+transformers ``LlamaForCausalLM`` built from a config, variants :data:`MODEL_VARIANTS`); a Llama case's name is
+``llama_`` + its ``hf_train.py --case``, and it shares its bench with the other Llama cases.
 """
 
 from __future__ import annotations
@@ -39,6 +43,16 @@ class Case:
     near_steps: tuple[int, ...] = ()
     world: int = 1
     control: bool = field(default=False)
+    model: str = "gpt"
+
+    @property
+    def script_case(self) -> str:
+        """The case as the model's training script names it (``--case``)."""
+        return self.name.removeprefix(f"{self.model}_") if self.model != "gpt" else self.name
+
+
+#: the variants each model's training script has (the Llama one has no permuted ``reordered`` bench)
+MODEL_VARIANTS = {"gpt": ("same", "reordered", "f64-bench", "bf16"), "llama": ("same", "f64-bench", "bf16")}
 
 
 CASES: tuple[Case, ...] = (
@@ -64,7 +78,8 @@ CASES: tuple[Case, ...] = (
          near=(r".* @ Module\.blocks\.1\.attn\.Attention\.forward\.0",
                r"Module\.blocks\.1\.attn\.Attention\.forward\.0"), near_steps=(0,)),
     Case("backward_gelu", "backward", "block 0: the custom GELU's backward forgets the x*pdf(x) term",
-         hit=(r"Module\.blocks\.0\.mlp\.act\.Gelu\.backward\.0", r"Functional\.gelu\.0\.backward")),
+         hit=(r"Module\.blocks\.0\.mlp\.act\.Gelu\.backward\.0", r"Functional\.gelu\.0\.backward",
+              r".* @ Module\.blocks\.0\.mlp\.act\.Gelu\.backward\.0")),  # a call of its Python backward
     Case("label_smoothing", "loss", "cross-entropy with label smoothing 0.1",
          hit=(r"Functional\.cross_entropy\.0\.forward",)),
     Case("lr", "optimizer", "AdamW learning rate doubled", update=True,
@@ -81,6 +96,21 @@ CASES: tuple[Case, ...] = (
          hit=(r"Functional\.gelu\.\d+\.forward @ Module\.blocks\.0\.mlp\.act\.Gelu\.forward\.0",
               r"Module\.blocks\.0\.mlp\.act\.Gelu\.forward\.0"), rank=1, world=2),
     Case("control", "control", "no bug: the correct answer names nothing", control=True),
+    # a transformers Llama (hf_train.py): RoPE, RMSNorm, GQA, SwiGLU, eager attention, a causal mask from finfo
+    Case("llama_rms_eps", "forward", "layer 1's post-attention RMSNorm: eps 1e-2 instead of 1e-6", model="llama",
+         hit=(r".* @ Module\.model\.layers\.1\.post_attention_layernorm\.LlamaRMSNorm\.forward\.0",
+              r"Module\.model\.layers\.1\.post_attention_layernorm\.LlamaRMSNorm\.forward\.0")),
+    Case("llama_rope_theta", "position encoding", "rotary base 5000 instead of 10000", model="llama",
+         hit=(r".* @ Module\.model\.rotary_emb\.LlamaRotaryEmbedding\.forward\.0",
+              r"Module\.model\.rotary_emb\.LlamaRotaryEmbedding\.forward\.0")),
+    Case("llama_silu_gelu", "forward", "layer 0's MLP activation: GELU instead of SiLU", model="llama",
+         hit=(r"Functional\.(gelu|silu)\.0\.forward", r"Module\.model\.layers\.0\.mlp\.act_fn\.\w+\.forward\.0")),
+    Case("llama_lr", "optimizer", "AdamW learning rate doubled", model="llama", update=True,
+         near=FIRST_PARAM_READERS, near_steps=(1, 2)),
+    Case("llama_mask_off", "mask", "layer 1 attends to the future (its attention mask dropped)", model="llama",
+         hit=(r".* @ Module\.model\.layers\.1\.self_attn\.LlamaAttention\.forward\.0",
+              r"Module\.model\.layers\.1\.self_attn\.LlamaAttention\.forward\.0")),
+    Case("llama_control", "control", "no bug: the correct answer names nothing", control=True, model="llama"),
 )
 
 BY_NAME = {case.name: case for case in CASES}

@@ -17,13 +17,13 @@ import contextlib
 
 import torch
 
-#: case -> what it changes on the target side (the step it first acts is 0 unless said in HF_CASES)
+#: case -> what it changes on the target side (each first acts at step 0; cases.py says where)
 HF_BUGS = {
     "control": {},
     "rms_eps": {"rms_eps": 1e-2},          # layer 1's post-attention RMSNorm: eps 1e-2 instead of 1e-6
     "rope_theta": {"rope_theta": 5000.0},  # rotary base 5000 instead of 10000
     "silu_gelu": {"act": "gelu"},          # layer 0's MLP activation: GELU instead of SiLU
-    "lr": {"lr": 2e-3},                    # AdamW lr doubled (acts at step 1)
+    "lr": {"lr": 2e-3},                    # AdamW lr doubled (acts in the update of step 0)
     "mask_off": {"mask_off": True},        # layer 1 attends to the future (the mask dropped)
 }
 

@@ -43,9 +43,13 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 
-from cases import BY_NAME, CASES, Case, judge  # noqa: E402
+from cases import BY_NAME, CASES, MODEL_VARIANTS, Case, judge  # noqa: E402
 
-TRAIN = HERE / "train.py"
+#: each model's training script (cases.py: ``Case.model``)
+SCRIPTS = {"gpt": HERE / "train.py", "llama": HERE / "hf_train.py"}
+#: transformers imports torchvision, whose registry wheels need two op schemas defined first with the CPU torch
+#: (ENVIRONMENT.md): the client tests' sitecustomize does it, and the scripts stay as they are
+SHIM = ROOT / "tests" / "clients" / "shim"
 VARIANTS = ("same", "reordered", "f64-bench", "bf16")
 ANSWERS = ("compare", "compare/rank", "csv", "graph", "cmp+ref", "msprobe", "tensor")
 MSPROBE_PYTHON = "/tmp/msvenv/bin/python"
@@ -57,20 +61,21 @@ csv.field_size_limit(1 << 30)
 _EXTRA_PATH: list[str] = []
 
 
-def _env() -> dict[str, str]:
+def _env(path: tuple[str, ...] = ()) -> dict[str, str]:
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1", NO_COLOR="1",
                COLUMNS="400", TERM="dumb", PYTHONWARNINGS="ignore")
     env.pop("LOCALISE_VERBOSE", None)
-    if _EXTRA_PATH:
-        env["PYTHONPATH"] = os.pathsep.join(_EXTRA_PATH + [p for p in [env.get("PYTHONPATH")] if p])
+    if _EXTRA_PATH or path:
+        env["PYTHONPATH"] = os.pathsep.join(_EXTRA_PATH + list(path) + [p for p in [env.get("PYTHONPATH")] if p])
     return env
 
 
-def _run(cmd: list[str], log: Path, timeout: int = 900, cwd: Path | None = None) -> tuple[int, float, str]:
+def _run(cmd: list[str], log: Path, timeout: int = 900, cwd: Path | None = None,
+         path: tuple[str, ...] = ()) -> tuple[int, float, str]:
     log.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     try:
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(),
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(path),
                               timeout=timeout, cwd=cwd)
         code, out = proc.returncode, proc.stdout
     except subprocess.TimeoutExpired as exc:
@@ -78,6 +83,24 @@ def _run(cmd: list[str], log: Path, timeout: int = 900, cwd: Path | None = None)
         code = 124
     log.write_text(" ".join(map(str, cmd)) + "\n\n" + out)
     return code, time.monotonic() - start, out
+
+
+def run_name(side: str, case: Case) -> str:
+    """A run's folder: the case for a target, else the side shared by the model's cases of that world size."""
+    if side == "target":
+        return case.name
+    model = "" if case.model == "gpt" else f"-{case.model}"
+    return f"{side}{model}-w{case.world}"
+
+
+def asked(variant: str, case: Case) -> bool:
+    """Whether the case runs in the variant (its model's script has it)."""
+    return variant in MODEL_VARIANTS[case.model]
+
+
+def has_reference(case: Case) -> bool:
+    """Whether the case's script makes a benign reference run (``--side reference``: the suite's own model)."""
+    return case.model == "gpt"
 
 
 class Suite:
@@ -94,8 +117,7 @@ class Suite:
 
     # paths
     def dump(self, task: str, variant: str, side: str, case: Case) -> Path:
-        name = f"{side}-w{case.world}" if side in ("bench", "reference") else case.name
-        return self.work / "runs" / task / variant / name
+        return self.work / "runs" / task / variant / run_name(side, case)
 
     # -- collection ----------------------------------------------------------------------------------------
     def collect(self, task: str, variant: str, side: str, case: Case) -> dict:
@@ -105,12 +127,15 @@ class Suite:
             return json.loads(done.read_text())
         shutil.rmtree(dump, ignore_errors=True)
         dump.parent.mkdir(parents=True, exist_ok=True)
-        cmd = [self.probe, "run", "--task", task, "--level", "mix", "--dump-path", str(dump), str(TRAIN),
-               "--side", side, "--variant", variant, "--case", case.name, "--steps", str(self.args.steps),
-               "--world", str(case.world)]
+        cmd = [self.probe, "run", "--task", task, "--level", "mix", "--dump-path", str(dump),
+               str(SCRIPTS[case.model]), "--side", side, "--variant", variant, "--case", case.script_case,
+               "--steps", str(self.args.steps)]
+        if case.model == "gpt":
+            cmd += ["--world", str(case.world)]
         if case.world > 1:
             cmd = [self.torchrun, "--standalone", f"--nproc_per_node={case.world}"] + cmd
-        code, seconds, out = _run(cmd, dump.parent / f"{dump.name}.run.log", cwd=dump.parent)
+        code, seconds, out = _run(cmd, dump.parent / f"{dump.name}.run.log", cwd=dump.parent,
+                                  path=(str(SHIM),) if case.model != "gpt" else ())
         steps = sorted(int(p.name[4:]) for p in dump.glob("step*") if p.name[4:].isdigit())
         info = {"code": code, "seconds": round(seconds, 1), "steps": steps,
                 "log": str(dump.parent / f"{dump.name}.run.log"), "tail": out[-600:] if code else ""}
@@ -347,20 +372,21 @@ def main() -> int:
     todo = []
     for variant in variants:
         for task in suite.tasks(variant):
-            worlds = {}
+            shared = {}  # one bench (and reference) per model and world size
             for case in cases:
-                worlds.setdefault(case.world, case)
-                todo.append((task, variant, "target", case))
-            todo.extend((task, variant, "bench", case) for case in worlds.values())
+                if asked(variant, case):
+                    shared.setdefault((case.model, case.world), case)
+                    todo.append((task, variant, "target", case))
+            todo.extend((task, variant, "bench", case) for case in shared.values())
             if not args.no_reference and task == "statistics":
-                todo.extend((task, variant, "reference", case) for case in worlds.values())
+                todo.extend((task, variant, "reference", case) for case in shared.values() if has_reference(case))
     todo.sort(key=lambda t: (t[3].world == 1, t[2] != "bench"))  # the 2-rank and bench runs first
     print(f"collecting {len(todo)} runs with {args.jobs} job(s) in {suite.work} ...", flush=True)
     with ThreadPoolExecutor(args.jobs) as pool:
         futures = {key: pool.submit(suite.collect, *key) for key in todo}
         for key, future in futures.items():
             task, variant, side, case = key
-            runs[(task, variant, side, case.name if side == "target" else f"{side}-w{case.world}")] = future.result()
+            runs[(task, variant, side, run_name(side, case))] = future.result()
     collect_seconds = time.monotonic() - started
     failed = [k for k, v in runs.items() if v["code"] != 0]
     for k in failed:
@@ -370,14 +396,17 @@ def main() -> int:
     print("comparing ...", flush=True)
     analysis: dict[tuple, dict] = {}
     with ThreadPoolExecutor(args.jobs) as pool:
-        ms_future = pool.submit(suite.msprobe, [(v, c) for v in variants for c in cases]) if args.msprobe else None
+        ms_future = pool.submit(suite.msprobe, [(v, c) for v in variants for c in cases if asked(v, c)]) \
+            if args.msprobe else None
         futures = {}
         for variant in variants:
             for case in cases:
+                if not asked(variant, case):
+                    continue
                 futures[(variant, case.name, "compare")] = pool.submit(suite.compare, "statistics", variant, case)
                 if not args.no_graph:
                     futures[(variant, case.name, "graph")] = pool.submit(suite.graph, variant, case)
-                if not args.no_reference:
+                if not args.no_reference and has_reference(case):
                     futures[(variant, case.name, "cmp+ref")] = pool.submit(suite.compare, "statistics", variant,
                                                                             case, True)
                 if "tensor" in suite.tasks(variant):
@@ -390,6 +419,9 @@ def main() -> int:
     results = []
     for variant in variants:
         for case in cases:
+            if not asked(variant, case):
+                continue
+            reference = not args.no_reference and has_reference(case)
             roots = {"target": suite.dump("statistics", variant, "target", case),
                      "bench": suite.dump("statistics", variant, "bench", case)}
             parent_of = lambda s, r, n, side, roots=roots: suite.parent_of(roots[side], s, r, n)  # noqa: E731
@@ -403,7 +435,7 @@ def main() -> int:
             answers["csv"] = cmp.get("first_error_row")
             if not args.no_graph:
                 answers["graph"] = analysis[(variant, case.name, "graph")].get("answer")
-            if not args.no_reference:
+            if reference:
                 answers["cmp+ref"] = analysis[(variant, case.name, "cmp+ref")].get("overall")
             if ms is not None:
                 got = ms["results"].get(f"{variant}/{case.name}")
@@ -415,16 +447,15 @@ def main() -> int:
                 broken["compare"] = cmp["error"]
             if not args.no_graph and analysis[(variant, case.name, "graph")].get("error"):
                 broken["graph"] = analysis[(variant, case.name, "graph")]["error"]
-            if not args.no_reference and analysis[(variant, case.name, "cmp+ref")].get("error"):
+            if reference and analysis[(variant, case.name, "cmp+ref")].get("error"):
                 broken["cmp+ref"] = analysis[(variant, case.name, "cmp+ref")]["error"]
             if "tensor" in suite.tasks(variant) and analysis[(variant, case.name, "tensor")].get("error"):
                 broken["tensor"] = analysis[(variant, case.name, "tensor")]["error"]
             if ms is not None and (ms["results"].get(f"{variant}/{case.name}") or {}).get("error"):
                 broken["msprobe"] = ms["results"][f"{variant}/{case.name}"]["error"]
             for task in suite.tasks(variant):
-                for side, key in (("target", case.name), ("bench", f"bench-w{case.world}"),
-                                  ("reference", f"reference-w{case.world}")):
-                    info = runs.get((task, variant, side, key))
+                for side in ("target", "bench", "reference"):
+                    info = runs.get((task, variant, side, run_name(side, case)))
                     if info and info["code"] != 0:
                         broken[f"run {task} {side}"] = f"exit {info['code']}: {info['tail']}"
             verdicts = {}
@@ -435,7 +466,7 @@ def main() -> int:
                                  and (kind == "cmp+ref" or not k.endswith("reference")) for k in broken)
                 verdicts[kind] = "broken" if needs[kind] in broken or run_failed else \
                     judge(case, answer, parent_of, is_update)
-            results.append({"variant": variant, "case": case.name, "kind": case.kind, "what": case.what,
+            results.append({"variant": variant, "model": case.model, "case": case.name, "kind": case.kind, "what": case.what,
                             "expected": {"step": case.step, "rank": case.rank, "hit": list(case.hit),
                                          "update": case.update, "near": list(case.near)},
                             "answers": answers, "verdicts": verdicts, "rows": cmp.get("rows", {}),
@@ -482,9 +513,9 @@ def report(results: list[dict], variants: list[str], cases: list[Case], kinds: l
     from rich.table import Table
 
     console = Console(width=max(200, int(os.environ.get("COLUMNS", "0") or 0)))
-    bugs = [c for c in cases if not c.control]
-    table = Table(title=f"top-1 localisation: hits / {len(bugs)} bug cases (+near: the consequence, not the cause)",
+    table = Table(title="top-1 localisation: hits / bug cases (+near: the consequence, not the cause)",
                   title_justify="left")
+    table.add_column("model", no_wrap=True)
     table.add_column("variant", no_wrap=True)
     for kind in kinds:
         table.add_column(kind, justify="right", no_wrap=True)
@@ -493,10 +524,13 @@ def report(results: list[dict], variants: list[str], cases: list[Case], kinds: l
         table.add_column("control names", overflow="fold")
     table.add_column("error rows\nmed / max", justify="right")
     table.add_column("warning rows\nmed / max", justify="right")
-    for variant in variants:
-        rows = [r for r in results if r["variant"] == variant]
+    models = list(dict.fromkeys(c.model for c in cases))
+    for model, variant in ((m, v) for m in models for v in variants):
+        rows = [r for r in results if r["variant"] == variant and BY_NAME[r["case"]].model == model]
+        if not rows:
+            continue
         bug_rows = [r for r in rows if not BY_NAME[r["case"]].control]
-        cells = [variant]
+        cells = [model, variant]
         for kind in kinds:
             verdicts = [r["verdicts"].get(kind) for r in bug_rows]
             if not any(verdicts):

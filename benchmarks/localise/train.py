@@ -63,11 +63,16 @@ BUGS: dict[str, dict] = {
 }
 
 
+def _fp32(x: torch.Tensor) -> torch.Tensor:
+    return aten._to_copy.default(x, dtype=torch.float32)
+
+
 class SplitKBf16(TorchDispatchMode):
     """Another bf16 GEMM kernel: the reduction split in two halves, each rounded to bfloat16, then added.
 
     The same function as the one-pass kernel with another summation order and rounding (as between two
-    accelerators' bf16 kernels). It works below the torch API, so a dump records the same calls.
+    accelerators' bf16 kernels). It works below the torch API and calls aten ops only (a Python `+` would be a
+    recorded `Tensor.__add__`, only in the bench), so a dump records the same calls.
     """
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -78,11 +83,13 @@ class SplitKBf16(TorchDispatchMode):
                 if a.dtype == torch.bfloat16 and a.shape[-1] >= 2:
                     k = a.shape[-1] // 2
                     mm = aten.bmm.default if func is aten.bmm.default else aten.mm.default
-                    out = mm(a.narrow(-1, 0, k), b.narrow(-2, 0, k)).float() + \
-                        mm(a.narrow(-1, k, a.shape[-1] - k), b.narrow(-2, k, b.shape[-2] - k)).float()
+                    # aten calls only: a collector that wraps the torch API (Tensor.__add__, ...) sees none
+                    n, cut = a.shape[-1], aten.narrow.default
+                    out = aten.add.Tensor(_fp32(mm(cut(a, -1, 0, k), cut(b, -2, 0, k))),
+                                          _fp32(mm(cut(a, -1, k, n - k), cut(b, -2, k, n - k))))
                     if bias is not None:
-                        out = out + bias.float()
-                    return out.to(torch.bfloat16)
+                        out = aten.add.Tensor(out, _fp32(bias))
+                    return aten._to_copy.default(out, dtype=torch.bfloat16)
         return func(*args, **kwargs)
 
 

@@ -90,6 +90,51 @@ def test_only_in_target_call_before_differing_inputs_is_named():
     assert "Functional.relu.0.forward already has differing inputs" in judged.first.reason
 
 
+def test_calls_only_the_bench_made_before_differing_inputs_are_said():
+    """Clipping switched off in the target: the bench's norm and scale calls are missing, and the optimizer
+    reads other gradients. The divergence is the optimizer call's, and its reason names the skipped calls."""
+    facts = [entry(0, "Functional.linear.0.forward", out=0.0),
+             entry(1, "Functional.linear.0.backward", out=0.0),
+             entry(2, "Tensor.lerp_.0.forward", inp=0.3, out=0.3, parent="optimizer"),
+             # the compare lists bench-only entries last, keyed -1 - their bench index (bench: the 3rd and 4th)
+             entry(-3, "Torch.linalg_vector_norm.0.forward", side="bench"),
+             entry(-4, "Tensor.__rtruediv__.0.forward", side="bench")]
+    judged = judge_step(facts, 0)
+    assert (judged.first.name, judged.first.kind) == ("Tensor.lerp_.0.forward", "update")
+    assert "2 calls only the bench made: Torch.linalg_vector_norm.0.forward, Tensor.__rtruediv__.0.forward: " \
+           "the target skipped code the bench runs" in judged.first.reason
+    assert "data, or a call not dumped" not in judged.first.reason
+    later = facts[:3] + [entry(-4, "Torch.linalg_vector_norm.0.forward", side="bench")]  # after the lerp_
+    assert "only the bench made" not in judge_step(later, 0).first.reason
+
+
+def test_a_rule_error_where_one_side_made_more_calls_of_the_api_says_the_pair_may_be_two_calls():
+    """Weight decay 0: AdamW skips a ``mul_`` per parameter, so the target's later ``mul_`` calls pair with other
+    bench calls by their count; the rule's error there (requires_grad) is said to be that."""
+    facts = [entry(0, "Tensor.mul_.4.forward", result=ERROR, message="Requires_grad inconsistent.",
+                   parent="optimizer"),
+             entry(-8, "Tensor.mul_.11.forward", side="bench"),
+             entry(-9, "Tensor.mul_.12.forward", side="bench")]
+    reason = judge_step(facts, 0).first.reason
+    assert reason.startswith("the update of step 0 diverged at this optimizer call: Requires_grad inconsistent; "
+                             "the bench made 2 more calls of Tensor.mul_ than the target in this step")
+    alone = judge_step(facts[:1], 0).first.reason  # no unpaired calls of the API: the rule's message alone
+    assert alone.endswith("Requires_grad inconsistent.")
+
+
+def test_an_optimizer_call_amplifying_gradient_noise_is_no_origin():
+    """A float64 bench: AdamW's addcdiv_ turns float32 noise in gradients near zero into ~550x more; a bug in
+    the update (a scalar the rules flag, or far beyond DECISIVE) is still named there."""
+    noise = [entry(0, "Functional.linear.0.backward", out=U),
+             entry(1, "Tensor.addcdiv_.0.forward", inp=1.5e-7, out=550 * (1.5e-7 + U), parent="optimizer")]
+    assert judge_step(noise, 0).first is None
+    loud = [noise[0], entry(1, "Tensor.addcdiv_.0.forward", inp=1.5e-7, out=2000 * (1.5e-7 + U), parent="optimizer")]
+    assert judge_step(loud, 0).first.kind == "update"
+    scalar = [noise[0], entry(1, "Tensor.addcdiv_.0.forward", inp=1.5e-7, out=550 * (1.5e-7 + U), parent="optimizer",
+                              result=ERROR, message="Scalar values differ (0.002 vs 0.001).")]
+    assert "Scalar values differ" in judge_step(scalar, 0).first.reason
+
+
 def test_an_in_place_producer_is_named():
     """The consumer reads what an in-place call wrote (same statistics) where the bench reads another value."""
     written = ((4, 4), "torch.float32", 2.0, -1.0, 0.5, 3.0)

@@ -18,7 +18,9 @@ execution order (:func:`judge_step`):
   parameters, the earlier outputs of its siblings (the statistics of a
   masked tensor can hide its error), the outputs of its children (a module
   carries what its calls added) and the roundoff. Parameter gradients
-  are results of a backward, never an origin;
+  are results of a backward, never an origin. An optimizer's own call
+  must add :data:`DECISIVE` times what it carries (AdamW amplifies the
+  noise of gradients near zero), unless a rule flags it (a scalar: lr, eps);
 * a divergence **comes in from outside** the step's calls when an entry's
   inputs or parameters differ by more than :data:`ADDS_ERROR` times
   anything produced before it in the step: parameters at step N > 0 (the
@@ -80,7 +82,9 @@ ROUNDOFF = {"float64": 2.0 ** -53, "float32": 2.0 ** -24, "tensorfloat32": 2.0 *
 ADDS_ERROR = 32.0
 #: inputs (not parameters) that differ by more than this many times anything produced before them in the step:
 #: a divergence from outside that matters whatever the loss says (a random-init loss may barely move; noise of
-#: another precision or summation order stays far below this, and only parameters carry AdamW's amplified noise)
+#: another precision or summation order stays far below this, and only parameters carry AdamW's amplified noise);
+#: also what an optimizer's own call (``optimizer`` node) must add to be an origin without a rule's error (AdamW
+#: amplifies the noise of gradients near zero: a float64 bench's control shows ~550x at its addcdiv_)
 DECISIVE = 1024.0
 #: the loss differs by more than this many times the previous clean step's: the divergence matters
 CONSEQUENCE = 8.0
@@ -95,6 +99,8 @@ REFERENCE_MARGIN = 8.0
 REFERENCE_ADDS = 4.0
 #: with a noise reference: the loss differs by more than this many times the reference's at the same step
 REFERENCE_LOSS = 4.0
+#: the bench's calls the target skipped, named in a reason (the last ones before the divergence)
+SHOWN_SKIPPED = 3
 
 
 def roundoff(dtype: Any) -> float:
@@ -452,11 +458,14 @@ def judge_step(facts: Sequence[EntryFacts], step: int, baseline: float | None = 
     outside: Finding | None = None
     decisive = False                   # the outside divergence is far beyond noise (see DECISIVE)
     last_target_only: EntryFacts | None = None
+    bench_only: list[EntryFacts] = []  # the bench's calls the target did not make, so far in the step
     saved: dict[str, float] = {}       # forward entry -> the worst error of the tensors its backward may read
-    for f in facts:
+    for f in _in_bench_order(facts):
         if f.side is not None:
             if f.side == "target":
                 last_target_only = f
+            else:
+                bench_only.append(f)
             continue
         u = max(f.roundoff, inside.get(f.name, 0.0))
         within = inside_err.get(f.name, 0.0)
@@ -491,6 +500,8 @@ def judge_step(facts: Sequence[EntryFacts], step: int, baseline: float | None = 
                               "does not have", "precision", _over(f.inputs + f.outputs, carried + usual[1]))
         carries = max(f.in_err, f.param_err, context, within)
         limit = _limit(reference, "out", f.name, carries + u)
+        if f.parent == OPTIMIZER_NODE and reference is None:  # AdamW divides by sqrt(v) + eps: noise in gradients
+            limit = max(limit, DECISIVE * (carries + u))  # near zero comes out many times larger, bug or none
         if f.out_err > 0 and f.out_err > limit:
             errors[f.index] = Finding(
                 f.index, f.name, f"{f.worst_output}; the entry adds error: {_times(f.out_err, carries + u)} what it "
@@ -499,7 +510,7 @@ def judge_step(facts: Sequence[EntryFacts], step: int, baseline: float | None = 
         came_in = max(f.in_err, f.param_err)
         if outside is None and came_in > 0 and came_in > _limit(reference, "came_in", f.name, carried + u) \
                 and not errors and not ruled:
-            outside = _explain(f, step, by_name, last_target_only, facts)
+            outside = _explain(f, step, by_name, last_target_only, facts, bench_only)
             if outside.index == f.index:  # its own differing inputs and parameters are the rows to read
                 outside.rows = _over(f.inputs, carried + u)
             decisive = outside.kind != "parameters" and reference is None and f.in_err > DECISIVE * (carried + u)
@@ -524,9 +535,55 @@ def judge_step(facts: Sequence[EntryFacts], step: int, baseline: float | None = 
     for index, finding in ruled.items():
         if finding.kind == NONFINITE or index not in errors:  # a NaN/Inf is named as what it is
             errors[index] = finding
+    _unpaired_calls(errors, facts)
     _updates(errors, facts, step)
     first = errors[min(errors)] if errors else None
     return StepJudgement(errors, first, loss_err, loss_u, outside, consequential, frozenset(accepted))
+
+
+def _in_bench_order(facts: Sequence[EntryFacts]) -> list[EntryFacts]:
+    """The step's facts with each bench-only entry (listed last by the compare, its index ``-1 - bench index``)
+    moved to where the bench made it: after as many matched entries as the bench made before it."""
+    alone = sorted((f for f in facts if f.side == "bench"), key=lambda f: -1 - f.index)
+    if not alone:
+        return list(facts)
+    before = {id(f): -1 - f.index - rank for rank, f in enumerate(alone)}  # matched bench entries before it
+    out: list[EntryFacts] = []
+    matched, waiting = 0, list(alone)
+    for f in facts:
+        if f.side == "bench":
+            continue
+        if f.side is None:
+            while waiting and before[id(waiting[0])] <= matched:
+                out.append(waiting.pop(0))
+            matched += 1
+        out.append(f)
+    return out + waiting
+
+
+def _api(name: str) -> str | None:
+    """``Tensor.mul_`` of ``Tensor.mul_.4.forward`` (an API call's name; ``None`` for a module's)."""
+    parts = name.split(".")
+    if len(parts) < 4 or parts[-1] not in _DIRECTIONS or not parts[-2].isdigit():
+        return None
+    return ".".join(parts[:-2])
+
+
+def _unpaired_calls(errors: dict[int, Finding], facts: Sequence[EntryFacts]) -> None:
+    """A rule's error (requires_grad, shape, dtype) at a call of an API that one side called more often in the
+    step: calls are paired by their count, so the pair may be two different calls. Said so in its reason."""
+    extra = Counter((_api(f.name), f.side) for f in facts if f.side is not None)
+    if not extra:
+        return
+    for finding in errors.values():
+        api = _api(finding.name) if finding.kind == "rules" else None
+        more = {side: extra[(api, side)] for side in ("target", "bench")} if api else {}
+        side = max(more, key=more.get) if more else None
+        if side is not None and more[side]:
+            other = "bench" if side == "target" else "target"
+            finding.reason = (f"{finding.reason.rstrip('.')}; the {side} made {more[side]} more calls of {api} "
+                              f"than the {other} in this step: calls are paired by their count, so this pair may "
+                              f"be two different calls: the {other} skipped one here or before")
 
 
 def _updates(errors: dict[int, Finding], facts: Sequence[EntryFacts], step: int) -> None:
@@ -563,9 +620,9 @@ def _times(err: float, carried: float) -> str:
 
 
 def _explain(f: EntryFacts, step: int, by_name: Mapping[str, EntryFacts], target_only: EntryFacts | None,
-             facts: Sequence[EntryFacts]) -> Finding:
+             facts: Sequence[EntryFacts], bench_only: Sequence[EntryFacts] = ()) -> Finding:
     """Why an entry's inputs differ although nothing before it in the step produced the difference (``facts``:
-    the step's, in execution order)."""
+    the step's, in execution order; ``bench_only``: the calls before it that only the bench made)."""
     module = f.parent if f.param_err == 0 and f.parent in by_name and by_name[f.parent].param_err > 0 else None
     if f.param_err > 0 or module is not None:
         owner = f.name if f.param_err > 0 else module
@@ -588,9 +645,21 @@ def _explain(f: EntryFacts, step: int, by_name: Mapping[str, EntryFacts], target
             return Finding(producer.index, producer.name,
                            f"in-place call: {f.name} reads its output ({f.worst_input}) where the bench reads "
                            "another value: a tensor was changed in place after it was produced", "in-place")
+    if bench_only:
+        return Finding(f.index, f.name, f"inputs already differ ({f.worst_input}) after {_skipped(bench_only)}",
+                       "inputs")
     return Finding(f.index, f.name, f"inputs already differ ({f.worst_input}): the change comes from outside "
                    "the dumped calls (data, or a call not dumped: the default risk_level leaves out calls that "
                    "create, cast or move values, such as tril, to, reshape; risk_level ALL records them)", "inputs")
+
+
+def _skipped(bench_only: Sequence[EntryFacts]) -> str:
+    """``bench_only`` said as code the target skipped (gradient clipping switched off, a hook removed)."""
+    shown = ", ".join(f.name for f in bench_only[-SHOWN_SKIPPED:])
+    more = f"{len(bench_only)} calls only the bench made, the last: " if len(bench_only) > SHOWN_SKIPPED else \
+        f"{len(bench_only)} call{'s' if len(bench_only) > 1 else ''} only the bench made: "
+    return (f"{more}{shown}: the target skipped code the bench runs (gradient clipping switched off, a step "
+            "removed), and what it computed reaches this call")
 
 
 def _producers(facts: Sequence[EntryFacts], before: EntryFacts, wanted: set[tuple]) -> dict[tuple, EntryFacts]:
