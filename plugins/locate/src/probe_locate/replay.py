@@ -45,8 +45,16 @@ def _leaves(record: Any, path: tuple = ()) -> Iterator[tuple[tuple, dict]]:
             yield from _leaves(value, (*path, index))
 
 
-def build_replay(target: Path, bench: Path, call: str, folder: Path) -> tuple[Path, list[str]]:
-    """The replay dump of ``call`` (``Functional.gelu.0``): the target's entries with the bench's input tensors.
+def same_dtype(a: Any, b: Any) -> bool:
+    """Whether two recorded dtypes are one, in either framework's spelling (``Float32``, ``torch.float32``)."""
+    return str(a).rsplit(".", 1)[-1].lower() == str(b).rsplit(".", 1)[-1].lower()
+
+
+def build_replay(target: Path, bench: Path, call: str, folder: Path, bench_call: str | None = None
+                 ) -> tuple[Path, list[str]]:
+    """The replay dump of ``call`` (``Functional.gelu.0``): the target's entries with the bench's input tensors
+    (of ``bench_call``, the bench's name of the call, when the compare mapped it: another framework's). A bench
+    tensor keeps its own file type (``.pt``, ``.npy``): the replay's record names it.
     Returns the folder and the inputs that stayed the target's (the bench has no tensor of that shape and dtype)."""
     dumps = {side: json.loads(path.read_text()) for side, path in (("target", target), ("bench", bench))}
     entries = {name: entry for name, entry in dumps["target"]["data"].items() if name.rsplit(".", 1)[0] == call}
@@ -56,16 +64,20 @@ def build_replay(target: Path, bench: Path, call: str, folder: Path) -> tuple[Pa
     (out / "dump_tensor_data").mkdir(parents=True, exist_ok=True)
     own = []
     for name, entry in entries.items():
-        bench_leaves = dict(_leaves(dumps["bench"]["data"].get(name, {})))
+        bench_name = name if bench_call is None else bench_call + name[len(call):]
+        bench_leaves = dict(_leaves(dumps["bench"]["data"].get(bench_name, {})))
         for path, leaf in _leaves(entry):
             other = bench_leaves.get(path)
             is_input = name.endswith(".forward") and str(path[0]).startswith("input")
-            same = other is not None and (other.get("shape"), other.get("dtype")) == (leaf.get("shape"), leaf.get("dtype"))
+            same = other is not None and other.get("shape") == leaf.get("shape") and same_dtype(
+                other.get("dtype"), leaf.get("dtype"))
             source_dump, source = (bench, other) if is_input and same else (target, leaf)
             if is_input and not same:
                 own.append(".".join(map(str, path)))
+            file_name = Path(leaf["data_name"]).stem + Path(source["data_name"]).suffix
             _link_or_copy(source_dump.parent / "dump_tensor_data" / source["data_name"],
-                          out / "dump_tensor_data" / leaf["data_name"])
+                          out / "dump_tensor_data" / file_name)
+            leaf["data_name"] = file_name
     header = {key: value for key, value in dumps["target"].items() if key != "data"}
     header["dump_data_dir"] = str(out / "dump_tensor_data")
     (out / "dump.json").write_text(json.dumps(header | {"data": entries}, indent=1))
@@ -106,8 +118,18 @@ def _producer(dump: dict[str, Any], entry: str, row: dict[str, str]) -> str | No
     return found
 
 
+def _bench_call(rows: list[dict[str, str]], entry: str) -> str | None:
+    """The bench's name of ``call`` where stage 3's compare paired ``entry`` with another name (a name map)."""
+    for row in rows:
+        suffix = row["NPU Name"][len(entry):]
+        bench = row.get("Bench Name") or ""
+        if bench.endswith(suffix) and bench[:-len(suffix)] != entry:
+            return bench[:-len(suffix)].rsplit(".", 1)[0]
+    return None
+
+
 def _why(row: dict[str, str]) -> str:
-    if row.get("NPU Dtype") != row.get("Bench Dtype"):
+    if not same_dtype(row.get("NPU Dtype"), row.get("Bench Dtype")):
         return f"dtype {row.get('NPU Dtype')} vs {row.get('Bench Dtype')}"
     return (row.get("Err_message") or "differs").rstrip(".")
 
@@ -123,15 +145,15 @@ def replay(ctx: Context, previous: dict[str, Any]) -> dict[str, Any]:
     call = entry.rsplit(".", 1)[0]
     stage3 = ctx.folder.parent / "stage3-mix" / culprit.get("tensors", TENSORS)
     target, bench = dump_json(stage3 / "target", step, rank), dump_json(stage3 / "bench", step, rank)
-    replay_dump, own = build_replay(target, bench, call, ctx.folder)
+    compare = json.loads((stage3 / "compare" / "summary.json").read_text())
+    rows = [row for item in compare.get("ranks", []) if item.get("csv") for row in _rows(Path(item["csv"]), entry)]
+    replay_dump, own = build_replay(target, bench, call, ctx.folder, _bench_call(rows, entry))
     options = [*(["--dtype", s.dtype] if s.dtype else [])]
     ctx.probe("acc-check", "-api_info", replay_dump, "-o", ctx.folder / "acc", "--filter", call, "--device",
               s.device, *options)
     acc = ctx.summary("acc")
     with open(acc["details_csv"], newline="") as handle:
         details = [row for row in csv.DictReader(handle) if row.get("API Name", "").startswith(call + ".")]
-    compare = json.loads((stage3 / "compare" / "summary.json").read_text())
-    rows = [row for item in compare.get("ranks", []) if item.get("csv") for row in _rows(Path(item["csv"]), entry)]
     inputs = [row for row in rows if ".input" in row["NPU Name"][len(entry):]]
     outputs = [row for row in rows if ".output" in row["NPU Name"][len(entry):]]
     error = max((_number(row.get("MaxRelativeErr")) or 0.0 for row in outputs), default=0.0)
@@ -149,7 +171,7 @@ def replay(ctx: Context, previous: dict[str, Any]) -> dict[str, Any]:
         return answer("not replayed", f"{entry} adds error first, but acc-check cannot replay {call} ({reason})",
                        **facts)
     standard = details[0].get("Standard") if details else "its standard"
-    called = [row for row in inputs if row.get("NPU Dtype") != row.get("Bench Dtype")
+    called = [row for row in inputs if not same_dtype(row.get("NPU Dtype"), row.get("Bench Dtype"))
               or (_number(row.get("MaxAbsErr")) is None and row.get("Result") not in ("pass", ""))]
     if called:
         how = "; ".join(f"{row['NPU Name'][len(entry) + 1:]}: {_why(row)}"

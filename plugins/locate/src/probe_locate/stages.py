@@ -51,15 +51,20 @@ class Context:
         s = self.settings
         return {"bench": TrainingCommand.parse(s.bench, "--bench"), "target": TrainingCommand.parse(s.target, "--target")}
 
-    def run_both(self, probe_args: list[str], config: dict[str, Any], sub: str = "") -> tuple[Path, Path]:
-        """Both commands under ``probe run PROBE_ARGS -c CONFIG --dump-path FOLDER[/SUB]/{side}``; the two output
+    def run_both(self, probe_args: list[str], config: dict[str, Any], sub: str = "",
+                 bench_config: dict[str, Any] | None = None) -> tuple[Path, Path]:
+        """Both commands under ``probe run PROBE_ARGS -c CONFIG --dump-path FOLDER[/SUB]/{side}`` (the bench with
+        ``bench_config`` in ``bench_config.json`` where its names differ: another framework's); the two output
         paths."""
         folder = self.folder / sub
         folder.mkdir(exist_ok=True)
-        config_path = folder / "config.json"
-        config_path.write_text(json.dumps(config, indent=1))
+        paths = {"target": folder / "config.json"}
+        paths["bench"] = folder / "bench_config.json" if bench_config not in (None, config) else paths["target"]
+        paths["target"].write_text(json.dumps(config, indent=1))
+        if paths["bench"] != paths["target"]:
+            paths["bench"].write_text(json.dumps(bench_config, indent=1))
         framework = ["--framework", self.settings.framework] if self.settings.framework else []
-        jobs = [(side, command, [*probe_args, *framework, "-c", str(config_path), "--overwrite", "--dump-path",
+        jobs = [(side, command, [*probe_args, *framework, "-c", str(paths[side]), "--overwrite", "--dump-path",
                                  str(folder / side)], folder / f"{side}.log")
                 for side, command in self.commands().items()]
         run_training(jobs, self.cost, self.settings.parallel)
@@ -72,10 +77,11 @@ class Context:
         """``probe compare TARGET BENCH -o COMPARE`` (``COMPARE`` beside the two dumps where the stage made them,
         else in the stage's folder: dumps the user gave); its first divergence."""
         out = target.parent / "compare" if target.parent.is_relative_to(self.folder) else self.folder / "compare"
-        self.probe("compare", target, bench, "-o", out, *options)
+        mapping = ["-lm"] if framework_of(target) != framework_of(bench) else []
+        self.probe("compare", target, bench, "-o", out, *mapping, *options)
         first = self.summary(*out.relative_to(self.folder).parts).get("first_divergence")
-        return None if first is None else {key: first.get(key) for key in ("name", "module", "kind", "reason", "step",
-                                                                            "rank_id")}
+        keys = ("name", "bench_name", "module", "kind", "reason", "step", "rank_id")
+        return None if first is None else {key: first.get(key) for key in keys}
 
     def summary(self, *parts: str) -> dict[str, Any]:
         path = self.folder.joinpath(*parts, "summary.json")
@@ -83,6 +89,15 @@ class Context:
             return json.loads(path.read_text())
         except (OSError, ValueError) as exc:
             raise DumpError(f"{path}: cannot read what the stage's command wrote ({exc}); see {self.folder}/probe.log")
+
+
+def framework_of(dump: Path) -> str | None:
+    """The framework a dump folder's first dump.json names (``pytorch``, ``mindspore``); ``None`` without one."""
+    first = next(iter(sorted(dump.rglob("dump.json"))), None)
+    try:
+        return json.loads(first.read_text()).get("framework") if first else None
+    except (OSError, ValueError) as exc:
+        raise DumpError(f"{first}: cannot read the dump ({exc}); rerun the stage that made it (remove its folder)")
 
 
 def answer(kind: str, text: str, **extra: Any) -> dict[str, Any]:
@@ -194,13 +209,15 @@ def mix(ctx: Context, previous: dict[str, Any]) -> dict[str, Any]:
         return answer("module", f"{found['name']} adds error first; locating the API inside it needs the two "
                        "commands (--bench, --target)")
     config = {"task": "statistics", "level": "mix", **one_step(found["step"], found["rank_id"])}
-    scope = scope_of(found["name"])
+    scope, bench_scope = scope_of(found["name"]), scope_of(found.get("bench_name") or found["name"])
     one_pair = scope == [found["name"]] * 2 and _fits(ctx, found)
-    if one_pair:  # a forward divergence in a small module: the tensors of everything inside it, one pair of runs
-        config |= {"task": "tensor", "tensor": {"scope": scope, "data_mode": ["forward"]}}
-    elif scope:
-        config["statistics"] = {"scope": scope}
-    first = ctx.compare(*ctx.run_both([], config))
+    sides = [config, dict(config)]
+    for side, names in zip(sides, (scope, bench_scope)):
+        if one_pair:  # a forward divergence in a small module: the tensors of everything inside it, one pair
+            side |= {"task": "tensor", "tensor": {"scope": names, "data_mode": ["forward"]}}
+        elif names:
+            side["statistics"] = {"scope": names}
+    first = ctx.compare(*ctx.run_both([], config, bench_config=sides[1]))
     if first is None:
         return answer("module", f"{found['name']} adds error at L0, but no entry inside it does at mix level "
                        f"(scope {scope}): its error is spread over its calls")
@@ -208,11 +225,11 @@ def mix(ctx: Context, previous: dict[str, Any]) -> dict[str, Any]:
         return answer("module", f"{first['name']} adds error, no API inside it does: {first['reason']}",
                        entry=first["name"])
     if not one_pair:
-        call = first["name"].rsplit(".", 1)[0]
-        sides = ["forward"] if direction(first["name"]) == "forward" else ["all"]
-        tensors = {"task": "tensor", "level": "mix", **one_step(first["step"], first["rank_id"]),
-                   "tensor": {"list": [f"{call}.forward"], "data_mode": sides}}
-        ctx.compare(*ctx.run_both([], tensors, sub=TENSORS))
+        modes = ["forward"] if direction(first["name"]) == "forward" else ["all"]
+        tensors = [{"task": "tensor", "level": "mix", **one_step(first["step"], first["rank_id"]),
+                    "tensor": {"list": [f"{name.rsplit('.', 1)[0]}.forward"], "data_mode": modes}}
+                   for name in (first["name"], first.get("bench_name") or first["name"])]
+        ctx.compare(*ctx.run_both([], tensors[0], sub=TENSORS, bench_config=tensors[1]))
     return {"found": f"{first['name']} adds error first (inside {first['module'] or found['name']}): "
                      f"{first['reason']}", **first, "tensors": "" if one_pair else TENSORS}
 

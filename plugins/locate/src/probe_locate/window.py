@@ -2,10 +2,11 @@
 the script ends right after the last step the monitor records (``start_step + (collect_times - 1) *
 step_interval``), so the steps after the monitored window do not run.
 
-The monitor is used through the registry's ``monitor`` run task (probe-monitor), unchanged; an optimizer step
-post-hook registered after the monitor's counts the steps of the optimizer that steps first (the one the monitor
-watches) and raises ``SystemExit(0)`` after the last one, on every rank at the same step (none is left waiting in a
-collective). PyTorch only: under MindSpore the script runs to its end, as under ``--task monitor``.
+The monitor is used through the registry's ``monitor`` run task (probe-monitor), unchanged; what ends a step is
+counted after the monitor has seen it, for the optimizer that steps first (the one the monitor watches), and
+``SystemExit(0)`` is raised after the last one, on every rank at the same step (none is left waiting in a
+collective). PyTorch: an optimizer step post-hook registered after the monitor's. MindSpore (PyNative): the optimizer
+cell's call, through ``nn.Cell.__call__`` wrapped over the monitor's own wrapper (restored on close).
 """
 
 from __future__ import annotations
@@ -38,8 +39,10 @@ class MonitorWindow:
             from torch.optim.optimizer import register_optimizer_step_post_hook
 
             self.hook = register_optimizer_step_post_hook(self._after_step)
+        elif request.framework == "mindspore":
+            self.hook = _MindSporeStepHook(self._after_step)
 
-    def _after_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+    def _after_step(self, optimizer: Any, args: Any = None, kwargs: Any = None) -> None:
         if self.optimizer is None:
             self.optimizer = optimizer
         if optimizer is not self.optimizer:
@@ -54,3 +57,25 @@ class MonitorWindow:
         if self.hook is not None:
             self.hook.remove()
         self.inner.close(exit_code)
+
+
+class _MindSporeStepHook:
+    """Calls ``after_step(optimizer)`` after each call of a ``mindspore.nn.Optimizer`` cell (a step), by wrapping
+    ``nn.Cell.__call__`` as it is now (the monitor's wrapper); ``remove`` puts that one back."""
+
+    def __init__(self, after_step: Any) -> None:
+        from mindspore import nn
+
+        self.cell_class, self.inner = nn.Cell, nn.Cell.__call__
+        inner, optimizer_class = self.inner, nn.Optimizer
+
+        def __call__(cell: Any, *args: Any, **kwargs: Any) -> Any:
+            output = inner(cell, *args, **kwargs)
+            if isinstance(cell, optimizer_class):
+                after_step(cell)
+            return output
+
+        nn.Cell.__call__ = __call__
+
+    def remove(self) -> None:
+        self.cell_class.__call__ = self.inner
