@@ -185,7 +185,7 @@ from pathlib import Path
 from probe_core.collect.runlock import RunLock
 from probe_core.errors import CollectionError
 root, rank = Path(sys.argv[1]), sys.argv[2]
-lock = RunLock(root)
+lock = RunLock(root, overwrite=sys.argv[3:] == ["overwrite"])
 try:
     lock.acquire()
 except CollectionError as exc:
@@ -211,6 +211,27 @@ def test_a_rank_that_starts_writing_after_its_sibling_finished_joins_the_run(tmp
     assert (tmp_path / "dump" / ".probe_run.json").exists()  # a distributed run keeps its job marker
     other_job = rank(2, "30001")
     assert other_job.returncode == 3 and "already holds a run" in other_job.stdout
+
+
+def test_the_ranks_of_a_job_replacing_an_earlier_run_start_together(tmp_path):
+    """Two ranks of a job started with --overwrite over an earlier distributed run (whose marker stays): the
+    rank that takes the lock replaces the old steps while its sibling waits to join; neither is refused as a
+    second writer."""
+    dump = tmp_path / "dump"
+    old = dump / "step0" / "rank0"
+    old.mkdir(parents=True)
+    (old / "dump.json").write_text("{}")
+    for i in range(3000):  # replacing them takes a while: the sibling arrives meanwhile
+        (old / f"{i}.npy").write_bytes(b"")
+    (dump / ".probe_run.json").write_text(json.dumps({"job": "job ppid=1 MASTER_PORT=1", "pid": 1}))
+    job = dict(env(), MASTER_ADDR="127.0.0.1", MASTER_PORT="30007", WORLD_SIZE="2")
+    ranks = [subprocess.Popen([sys.executable, "-c", _RANK_WRITER, str(dump), str(rank), "overwrite"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=job) for rank in (0, 1)]
+    for process in ranks:
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0, out + err
+    assert sorted(p.name for p in (dump / "step0").iterdir()) == ["rank0", "rank1"]
+    assert not (dump / "step0" / "rank0" / "0.npy").exists()  # the earlier run is gone
 
 
 def test_no_write_follows_a_symlink_inside_the_dump_path(tmp_path):

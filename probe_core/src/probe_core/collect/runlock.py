@@ -24,6 +24,8 @@ from probe_core.errors import CollectionError
 LOCK_NAME = ".probe_run.lock"
 MARKER_NAME = ".probe_run.json"
 _STEP = re.compile(r"^step\d+$")
+#: seconds a rank waits for the lock a sibling rank of its job may be taking (another run's refusal comes after)
+JOIN_WAIT = 5.0
 _JOB_ENV = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "TORCHELASTIC_RUN_ID", "MS_SCHED_HOST", "MS_SCHED_PORT",
             "RANK_SIZE", "RANK_TABLE_FILE")
 
@@ -90,8 +92,14 @@ def _refusal(root: Path, steps: list[str]) -> str:
 
 
 def check_free(root: Path, overwrite: bool) -> None:
-    """Raise :class:`CollectionError` when ``root`` cannot take a new run (writes nothing)."""
+    """Raise :class:`CollectionError` when ``root`` cannot take a new run (writes nothing). A lock held under
+    another job's marker is waited for up to :data:`JOIN_WAIT` seconds: a sibling rank may have just taken it
+    for this job (its marker comes next, once it has replaced an earlier run's)."""
+    deadline = time.monotonic() + JOIN_WAIT
     marker = _marker(root)
+    while marker.get("job") != job_key() and _held(root) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        marker = _marker(root)
     if marker.get("job") == job_key():
         return  # another rank of this job, or this process again
     if _held(root):
@@ -129,16 +137,16 @@ class RunLock:
         except OSError as exc:
             raise CollectionError(f"{root / LOCK_NAME}: cannot create the run lock ({exc.strerror}); "
                                   "choose a writable dump_path without links") from None
-        deadline = time.monotonic() + 5.0
+        deadline = time.monotonic() + JOIN_WAIT
         while True:
-            if _marker(root).get("job") == key:  # a sibling rank got here first
-                fcntl.flock(self._fd, fcntl.LOCK_SH)
+            if _marker(root).get("job") == key:  # a sibling rank got here first (it may still be replacing an
+                fcntl.flock(self._fd, fcntl.LOCK_SH)  # earlier run: this waits for it)
                 return
             try:
                 fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
-            except OSError:
-                if time.monotonic() > deadline or _marker(root).get("job") not in (None, key):
+            except OSError:  # another job's marker under a held lock may be an earlier run's that a sibling
+                if time.monotonic() > deadline:  # rank, holding the lock, is about to replace: wait for it
                     marker = _marker(root)
                     os.close(self._fd)
                     self._fd = None
@@ -152,12 +160,12 @@ class RunLock:
             if steps and not overwrite:
                 self.release()
                 raise CollectionError(_refusal(root, steps))
-            for step in steps:
-                shutil.rmtree(root / step)
-            tmp = root / f".{MARKER_NAME}.{os.getpid()}.tmp"
-            tmp.write_text(json.dumps({"job": key, "pid": os.getpid(),
+            tmp = root / f".{MARKER_NAME}.{os.getpid()}.tmp"  # the marker first: siblings join, and wait on
+            tmp.write_text(json.dumps({"job": key, "pid": os.getpid(),  # the lock while the old steps go
                                        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}), encoding="utf-8")
             os.replace(tmp, root / MARKER_NAME)
+            for step in steps:
+                shutil.rmtree(root / step)
         fcntl.flock(self._fd, fcntl.LOCK_SH)  # siblings of this job may now join
 
     def release(self) -> None:
