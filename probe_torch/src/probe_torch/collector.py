@@ -270,7 +270,8 @@ class TorchCollector(CollectorBase):
             return []
         if self.recorded_graphs and not self._compile_failures:
             return [f"torch.compile compiled {self.compiled_frames} frame(s): their forward calls are recorded "
-                    "with the compiled values, their backward is not (parameter gradients are)."]
+                    "with the compiled values, and their modules' backward in float32 graphs (L0, mix); the backward "
+                    "of their API calls is not (parameter gradients are)."]
         if self._compile_failures:
             return [f"torch.compile: {len(self._compile_failures)} graph(s) could not be compiled with their "
                     f"values recorded and run unrecorded ({self._compile_failures[0]}). To record everything, "
