@@ -24,18 +24,21 @@ $(STAMP): Makefile requirements-dev.txt $(wildcard */pyproject.toml plugins/*/py
 	$(PIP) install -q --no-build-isolation $(foreach d,$(DISTS),-e "$(d)")
 	touch $(STAMP)
 
-# The main job on the embedded example: collect the same small training script twice with `probe run`
-# (unmodified script), once with a quiet numerical change (GELU's tanh approximation), then let probe find
-# where the two runs first diverge: `probe compare` (CSV/XLSX + summary) and `probe graph` (.vis.db), and
-# write `probe report`'s HTML page of the compare (its path printed last).
+# The main job on the embedded example: collect the same small transformers training script (a 2-layer
+# LlamaForCausalLM, 4 AdamW steps) twice with `probe run` (unmodified script), once with a quiet config drift
+# (RMSNorm epsilon 1e-5 instead of 1e-6), then let probe find where the two runs first diverge: `probe compare`
+# (CSV/XLSX + summary) and `probe graph` (.vis.db), and write `probe report`'s HTML page of the compare (its
+# path printed last). examples/shim on PYTHONPATH lets transformers import the registry's CUDA torchvision
+# beside the CPU torch (see examples/shim/sitecustomize.py).
 DEMO_OUT := demo_output
+DEMO_ENV := PYTHONPATH=examples/shim$${PYTHONPATH:+:$$PYTHONPATH}
 
 demo: $(STAMP)
 	$(VENV)/bin/probe --version
 	$(VENV)/bin/probe plugins
 	rm -rf $(DEMO_OUT)
-	$(VENV)/bin/probe run --dump-path $(DEMO_OUT)/bench examples/train_demo.py
-	$(VENV)/bin/probe run --dump-path $(DEMO_OUT)/target examples/train_demo.py --gelu-tanh
+	$(DEMO_ENV) $(VENV)/bin/probe run --dump-path $(DEMO_OUT)/bench examples/train_demo.py
+	$(DEMO_ENV) $(VENV)/bin/probe run --dump-path $(DEMO_OUT)/target examples/train_demo.py --rms-eps
 	$(VENV)/bin/probe compare $(DEMO_OUT)/target $(DEMO_OUT)/bench -o $(DEMO_OUT)/compare
 	$(VENV)/bin/probe graph $(DEMO_OUT)/target $(DEMO_OUT)/bench -o $(DEMO_OUT)/graph
 	$(VENV)/bin/probe report $(DEMO_OUT)/compare -o $(DEMO_OUT)/report.html

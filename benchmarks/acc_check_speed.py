@@ -1,6 +1,6 @@
 """How many APIs per second does ``probe acc-check`` check, serially and with ``--workers 2``?
 
-Collects the demo model's L1 dump (``probe run --level L1 examples/train_demo.py``), takes one step's
+Collects a small transformer's L1 dump (``probe run --level L1 examples/train_tiny.py``), takes one step's
 API calls (default: step 1, the steady training step) and repeats them ``--scale`` times (renumbered: a
 longer run of the same model), then runs the pre-check serially and with ``--workers 2``, each
 ``--repeat`` times, and prints for each: the APIs checked per second in the check itself (imports done
@@ -40,7 +40,7 @@ print(json.dumps({"seconds": time.perf_counter() - start, "apis": summary["apis"
 
 def collect(workdir: Path) -> Path:
     dump = workdir / "dump"
-    subprocess.run([*PROBE, "run", "--level", "L1", "--dump-path", str(dump), str(ROOT / "examples" / "train_demo.py")],
+    subprocess.run([*PROBE, "run", "--level", "L1", "--dump-path", str(dump), str(ROOT / "examples" / "train_tiny.py")],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=workdir)
     return dump
 

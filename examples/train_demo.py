@@ -1,76 +1,38 @@
-"""A small CPU training script, written with no knowledge of probe.
+"""A small Llama trained for four steps on the CPU, written with no knowledge of probe.
 
-``--gelu-tanh`` switches the MLP's GELU to its tanh approximation, the kind of
-quiet numerical difference between two stacks that probe is built to find.
+The model is transformers' ``LlamaForCausalLM`` built from a small ``LlamaConfig`` (2 layers, hidden size 64,
+about 220K parameters; nothing is downloaded), trained with AdamW on synthetic tokens.
 
-``make demo`` runs it as ``.venv/bin/probe run examples/train_demo.py``: every
-model call, torch API and gradient of its three steps is dumped under
-``./probe_dump/step{N}/rank0/`` and a summary prints at the end.
+``--rms-eps`` sets the RMSNorm epsilon to 1e-5 instead of Llama's 1e-6: a quiet config drift between two
+stacks (one framework's default against another's) that probe is built to find.
+
+``make demo`` runs it twice under ``probe run`` (with and without ``--rms-eps``), then ``probe compare`` names
+the first RMSNorm the change touches. transformers imports torchvision; where the installed torchvision does
+not match torch, put ``examples/shim`` on ``PYTHONPATH`` (the Makefile does).
 """
 
-import math
-import sys
+import argparse
 
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
+from transformers import LlamaConfig, LlamaForCausalLM
 
+parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser.add_argument("--rms-eps", action="store_true", help="RMSNorm epsilon 1e-5 instead of 1e-6")
+parser.add_argument("--steps", type=int, default=4)
+args = parser.parse_args()
 
-class Attention(nn.Module):
-    def __init__(self, dim: int, heads: int) -> None:
-        super().__init__()
-        self.heads = heads
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
+torch.manual_seed(0)
+config = LlamaConfig(vocab_size=1024, hidden_size=64, intermediate_size=176, num_hidden_layers=2,
+                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                     rms_norm_eps=1e-5 if args.rms_eps else 1e-6)
+model = LlamaForCausalLM(config)
+model.train()
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+tokens = torch.randint(0, config.vocab_size, (args.steps, 4, 32))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, t, d = x.shape
-        q, k, v = self.qkv(x).chunk(3, dim=-1)
-        q, k, v = (z.reshape(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
-        att = torch.softmax(torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(d // self.heads), dim=-1)
-        return self.proj(torch.matmul(att, v).transpose(1, 2).reshape(b, t, d))
-
-
-GELU_APPROXIMATE = "tanh" if "--gelu-tanh" in sys.argv[1:] else "none"
-
-
-class Block(nn.Module):
-    def __init__(self, dim: int, heads: int) -> None:
-        super().__init__()
-        self.ln1, self.attn = nn.LayerNorm(dim), Attention(dim, heads)
-        self.ln2 = nn.LayerNorm(dim)
-        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(GELU_APPROXIMATE), nn.Linear(4 * dim, dim))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.ln1(x))
-        return x + self.mlp(self.ln2(x))
-
-
-class TinyTransformer(nn.Module):
-    def __init__(self, dim: int = 32, heads: int = 4, layers: int = 2, classes: int = 10) -> None:
-        super().__init__()
-        self.blocks = nn.ModuleList(Block(dim, heads) for _ in range(layers))
-        self.ln_f = nn.LayerNorm(dim)
-        self.head = nn.Linear(dim, classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for block in self.blocks:
-            x = block(x)
-        return self.head(self.ln_f(x).mean(dim=1))
-
-
-def main(steps: int = 3) -> None:
-    torch.manual_seed(0)
-    model = TinyTransformer()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    for step in range(steps):
-        x, y = torch.randn(4, 8, 32), torch.randint(0, 10, (4,))
-        loss = F.cross_entropy(model(x), y)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        print(f"step {step}: loss {loss.item():.4f}")
-
-
-if __name__ == "__main__":
-    main()
+for step, input_ids in enumerate(tokens):
+    loss = model(input_ids=input_ids, labels=input_ids).loss
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    print(f"step {step}: loss {loss.item():.4f}")

@@ -1,4 +1,5 @@
-"""One answer from compare and graph, on the demo and on a 2-rank job whose bug is on rank 1 only.
+"""One answer from compare and graph, on the demo (make demo's transformers Llama) and on a 2-rank job whose bug
+is on rank 1 only.
 
 ``probe compare`` (summary.json, per step and rank) and ``probe graph`` (each graph's first divergent node and
 the job's line) come from one judge: they must name the same entry on every step. Real subprocesses of the CLI
@@ -23,6 +24,8 @@ from tests.ports import free_port
 ROOT = Path(__file__).resolve().parents[2]
 PROBE = str(Path(sys.executable).parent / "probe")
 ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+#: the demo's transformers script needs the torchvision shim the Makefile's demo target puts on PYTHONPATH
+DEMO_ENV = dict(ENV, PYTHONPATH=os.pathsep.join([str(ROOT / "examples" / "shim"), str(ROOT)]))
 
 RANKED = '''
 import argparse, os
@@ -52,11 +55,11 @@ dist.destroy_process_group()
 '''
 
 
-def _probe_run(cwd: Path, dump: Path, script: Path, *argv: str, ranks: int = 1) -> subprocess.Popen:
+def _probe_run(cwd: Path, dump: Path, script: Path, *argv: str, ranks: int = 1, env: dict = ENV) -> subprocess.Popen:
     head = [str(Path(sys.executable).parent / "torchrun"), f"--nproc_per_node={ranks}",
             f"--master_port={free_port()}", PROBE] if ranks > 1 else [PROBE]
     return subprocess.Popen([*head, "run", "--level", "mix", "--dump-path", str(dump), str(script), *argv],
-                            cwd=cwd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _collect(procs: dict[str, subprocess.Popen]) -> None:
@@ -86,14 +89,16 @@ def _answers(target: Path, bench: Path, out: Path) -> tuple[dict, dict]:
 
 
 def test_compare_and_graph_name_the_same_entry_on_every_step_of_the_demo(tmp_path):
+    """make demo's run: transformers' Llama, the target's RMSNorm epsilon 1e-5 instead of 1e-6."""
     script = ROOT / "examples" / "train_demo.py"
-    _collect({"bench": _probe_run(tmp_path, tmp_path / "bench", script),
-              "target": _probe_run(tmp_path, tmp_path / "target", script, "--gelu-tanh")})
+    _collect({"bench": _probe_run(tmp_path, tmp_path / "bench", script, env=DEMO_ENV),
+              "target": _probe_run(tmp_path, tmp_path / "target", script, "--rms-eps", env=DEMO_ENV)})
     (compare, first), (graph, job) = _answers(tmp_path / "target", tmp_path / "bench", tmp_path)
-    assert len(compare) >= 3 and compare == graph, (compare, graph)
-    assert compare[(0, 0)] == "Functional.gelu.0.forward"
-    assert first["name"] == "Functional.gelu.0.forward" and (first["step"], first["rank_id"]) == (0, 0)
-    assert job == "step 0 rank 0: Functional.gelu.0.forward"
+    assert len(compare) == 4 and compare == graph, (compare, graph)
+    # the epsilon's add inside the first RMSNorm (``variance + self.variance_epsilon``)
+    assert (first["name"], first["step"], first["rank_id"]) == ("Tensor.__add__.1.forward", 0, 0), first
+    assert first["module"] == "Module.model.layers.0.input_layernorm.LlamaRMSNorm.forward.0", first
+    assert job == "step 0 rank 0: Tensor.__add__.1.forward"
 
 
 @pytest.mark.slow

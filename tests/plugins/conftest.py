@@ -21,7 +21,7 @@ from tests.config_check.conftest import PROBE, REPO, clean_env
 
 PACKAGES = Path(__file__).resolve().with_name("packages")
 XOR = REPO / "examples" / "plugins" / "probe-xor"
-TRAIN_DEMO = REPO / "examples" / "train_demo.py"
+TRAIN_TINY = REPO / "examples" / "train_tiny.py"
 TRAIN_SMALL = REPO / "tests" / "collect" / "scripts" / "train_small.py"
 TOY_MEGATRON = REPO / "tests" / "graph" / "toy_megatron.py"
 
@@ -76,11 +76,11 @@ def write_config(path: Path, config: dict) -> Path:
 
 @pytest.fixture(scope="session")
 def xor_dumps(tmp_path_factory, plugin_site) -> Path:
-    """``A``: examples/train_demo.py dumped in xor mode (step 0); ``B``: the same with ``--gelu-tanh``."""
+    """``A``: examples/train_tiny.py dumped in xor mode (step 0); ``B``: the same with ``--gelu-tanh``."""
     root = tmp_path_factory.mktemp("xor_dumps")
     config = write_config(root / "xor.json", {"task": "statistics", "step": [0], "statistics": {"summary_mode": "xor"}})
-    run_together(([PROBE, "run", "-c", str(config), "--dump-path", "A", str(TRAIN_DEMO)], root),
-                 ([PROBE, "run", "-c", str(config), "--dump-path", "B", str(TRAIN_DEMO), "--gelu-tanh"], root),
+    run_together(([PROBE, "run", "-c", str(config), "--dump-path", "A", str(TRAIN_TINY)], root),
+                 ([PROBE, "run", "-c", str(config), "--dump-path", "B", str(TRAIN_TINY), "--gelu-tanh"], root),
                  site=plugin_site)
     return root
 
@@ -90,8 +90,8 @@ def stat_dumps(tmp_path_factory) -> Path:
     """``A``/``B`` as in :func:`xor_dumps`, in the default statistics mode (no plugin needed to make them)."""
     root = tmp_path_factory.mktemp("stat_dumps")
     config = write_config(root / "stat.json", {"task": "statistics", "step": [0]})
-    run_together(([PROBE, "run", "-c", str(config), "--dump-path", "A", str(TRAIN_DEMO)], root),
-                 ([PROBE, "run", "-c", str(config), "--dump-path", "B", str(TRAIN_DEMO), "--gelu-tanh"], root))
+    run_together(([PROBE, "run", "-c", str(config), "--dump-path", "A", str(TRAIN_TINY)], root),
+                 ([PROBE, "run", "-c", str(config), "--dump-path", "B", str(TRAIN_TINY), "--gelu-tanh"], root))
     return root
 
 
