@@ -443,8 +443,8 @@ def _parents(facts: Sequence[EntryFacts]) -> dict[str, str | None]:
 
 def judge_step(facts: Sequence[EntryFacts], step: int, baseline: float | None = None,
                reference: NoiseReference | None = None) -> StepJudgement:
-    """Judge one step (``facts`` in execution order); ``baseline`` is the loss discrepancy of the previous
-    clean step (``None`` at the first step); ``reference`` the rank's noise as benign runs show it."""
+    """Judge one step (``facts`` in execution order); ``baseline`` is the largest loss discrepancy of the
+    clean steps before it (``None`` at the first step); ``reference`` the rank's noise as benign runs show it."""
     parents = _parents(facts)
     by_name = {f.name: f for f in facts}
     usual = _usual_dtype(facts)

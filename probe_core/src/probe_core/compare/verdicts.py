@@ -4,8 +4,10 @@
 every compared (step, rank) and returns the verdicts ``probe compare``
 writes and ``probe graph`` colours:
 
-* **steps**, per rank in step order: each step is judged with the loss
-  discrepancy of the last clean step as its baseline. When the first step
+* **steps**, per rank in step order: each step is judged with the largest
+  loss discrepancy of the clean steps before it as its baseline (two noisy
+  runs drift apart as they go: AdamW moves parameters whose gradients are
+  noise by a full step, and the loss follows). When the first step
   that goes wrong does so because its *parameters* differ, the cause is the
   update of the step before: the answer moves there, to that step's
   parameter gradients of the module (or, when there are none, to what
@@ -79,8 +81,8 @@ def _judge_chain(chain: Sequence[StepFacts], rules: str, reference: NoiseReferen
             origin = update_origin(previous.facts, judgement.first)
             previous.judgement.first = origin
             previous.judgement.errors[origin.index] = origin
-        if judgement.first is None and baseline is None:
-            baseline = judgement.loss_err
+        if judgement.first is None and judgement.loss_err is not None:  # noise grows as a run goes on
+            baseline = max(baseline or 0.0, judgement.loss_err)
 
 
 def _drop_parameters(judgement: StepJudgement) -> None:
@@ -97,7 +99,7 @@ def update_origin(facts: Sequence[EntryFacts], parameters: Finding) -> Finding:
     if grads:
         agree = all(f.out_err <= FLOOR * f.roundoff for f in grads)
         note = " (its gradients here agree: look at the optimizer, clipping, accumulation)" if agree else ""
-        last = grads[-1]
+        last = max(grads, key=_call_count)  # the last made, in whichever order the facts come (a graph's: tree order)
         return Finding(last.index, last.name, why + note, "update")
     backward = [i for i, f in enumerate(facts) if f.kind == "backward"]
     after = facts[backward[-1] + 1:] if backward else []
@@ -107,6 +109,11 @@ def update_origin(facts: Sequence[EntryFacts], parameters: Finding) -> Finding:
             return Finding(f.index, f.name, f"{why}; the first call after the last backward{side}", "update")
     last = facts[-1]
     return Finding(last.index, last.name, why, "update")
+
+
+def _call_count(facts: EntryFacts) -> int:
+    count = facts.name.rsplit(".", 1)[-1]
+    return int(count) if count.isdigit() else -1
 
 
 def first_of_job(steps: Sequence[StepFacts]) -> JobAnswer | None:
