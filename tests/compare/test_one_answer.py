@@ -8,6 +8,7 @@ collect the runs; the comparisons go through the public entry points.
 
 from __future__ import annotations
 
+import csv
 import os
 import re
 import subprocess
@@ -113,3 +114,22 @@ def test_a_bug_on_rank_1_is_named_on_rank_1_not_at_rank_0s_all_reduce(tmp_path):
     assert (first["step"], first["rank_id"], first["name"]) == (0, 1, "Functional.gelu.0.forward"), first
     assert job == "step 0 rank 1: Functional.gelu.0.forward"
     assert compare[(0, 0)] is None or compare[(0, 0)].startswith("Distributed.all_reduce"), compare
+    # the CSVs give the same answer: rank 0's all_reduce rows are warnings that say where the divergence comes from
+    errors, warnings = _flagged_rows(tmp_path / "compare")
+    assert errors and errors[0][:2] == (0, 1) and errors[0][2].startswith("Functional.gelu.0.forward."), errors
+    assert all(rank == 1 for _, rank, _, _ in errors), errors
+    arrived = [w for w in warnings if w[1] == 0 and w[2].startswith("Distributed.all_reduce.")]
+    assert arrived and all("arrives through this call" in message for *_, message in arrived), warnings
+
+
+def _flagged_rows(folder: Path) -> tuple[list, list]:
+    """The error and warning rows of every compare CSV, as (step, rank, row name, message), in (step, rank) order."""
+    found: dict[str, list] = {"error": [], "warning": []}
+    for path in folder.rglob("compare_result_rank*.csv"):
+        rank = int(re.search(r"rank(\d+)", path.name)[1])
+        step = int(re.search(r"step(\d+)", str(path.relative_to(folder)))[1])
+        with path.open(newline="") as f:
+            for row in csv.DictReader(f):
+                if row["Result"] in found:
+                    found[row["Result"]].append((step, rank, row["NPU Name"], row["Err_message"]))
+    return sorted(found["error"], key=lambda r: r[:2]), found["warning"]

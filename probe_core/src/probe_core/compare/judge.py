@@ -68,6 +68,7 @@ from typing import TYPE_CHECKING, Any
 from probe_core.collect.calls import writes_in_place
 from probe_core.collect.naming import OPTIMIZER_NODE
 from probe_core.compare.rules import ERROR, FINFO, PASS, RowResult, normalize_dtype
+from probe_core.dump.order import is_communication
 
 if TYPE_CHECKING:  # pragma: no cover
     from probe_core.compare.columnar import Plain
@@ -173,6 +174,12 @@ class Finding:
     #                                "rules", "nan/inf"; "update" once moved to the step before
     rows: tuple[int, ...] = ()     # rows of the entry to mark as errors
     module: str | None = None      # for "parameters": the module whose parameters differ
+
+    @property
+    def received(self) -> bool:
+        """A communication call that adds error: the divergence arrives through it from another rank, or the
+        collective itself makes it (then every rank shows it). Its rows are warnings, the job's answer says which."""
+        return self.kind == "adds error" and is_communication(self.name)
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "reason": self.reason, "kind": self.kind}

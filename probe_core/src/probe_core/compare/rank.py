@@ -270,15 +270,21 @@ def _count(results: Sequence[str], counts: dict[str, int], row_counts: dict[str,
     return entry_result
 
 
+#: what a communication call that adds error says (:attr:`~probe_core.compare.judge.Finding.received`)
+RECEIVED = (" The divergence arrives through this call: from another rank whose own entries diverge first (see the"
+            " job's first divergence in summary.json), or, when every rank shows it here, made by the call itself.")
+
+
 def _mark(rows: list[list[Any]], finding: Finding, result_at: int, message_at: int) -> None:
-    """Make the rows ``finding`` names (all rows when it names none) errors that say why."""
+    """Make the rows ``finding`` names (all rows when it names none) errors that say why; warnings where the
+    divergence arrives through a communication call, as the first error of the job is the rank it comes from."""
     chosen = finding.rows or range(len(rows))
+    result, text = (WARNING, f"{finding.reason}.{RECEIVED}") if finding.received else (ERROR, f"{finding.reason}.")
     for position in chosen:
         if position >= len(rows):
             continue
         row = rows[position]
-        row[result_at] = ERROR
-        text = f"{finding.reason}."
+        row[result_at] = result
         row[message_at] = text if row[message_at] in (output.NA, None, "") else f"{row[message_at]} {text}"
 
 
@@ -302,5 +308,6 @@ def _describe(finding: Finding, pending: PendingRank) -> dict[str, Any]:
     except ProbeError:
         pass
     return {"name": finding.name, "bench_name": facts.bench_name if facts is not None else None, "module": module,
-            "stack": stack, "reason": finding.reason, "kind": finding.kind, "result": ERROR,
+            "stack": stack, "reason": finding.reason, "kind": finding.kind,
+            "result": WARNING if finding.received else ERROR,
             "rank": pending.label, "step": pending.step, "rank_id": pending.rank}

@@ -128,8 +128,8 @@ def first_of_job(steps: Sequence[StepFacts]) -> JobAnswer | None:
     for item in same_step:
         found = item.judgement.first  # type: ignore[union-attr]
         facts = next((f for f in item.facts if f.index == found.index), None)
-        received = facts is not None and is_communication(found.name) and (
-            found.kind == "adds error" or (found.kind == NONFINITE and not facts.nonfinite_in))  # it came in there
+        received = facts is not None and (found.received or (  # it came in there
+            found.kind == NONFINITE and is_communication(found.name) and not facts.nonfinite_in))
         anomalies.append(RankAnomaly(item.rank, found.index, found.name, received, payload=found))
         communications[item.rank] = [f.index for f in item.facts if f.side != "bench" and is_communication(f.name)]
     first = first_across_ranks(anomalies, communications)
