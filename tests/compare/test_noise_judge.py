@@ -300,6 +300,30 @@ def test_parameters_that_differ_at_step_1_point_at_the_update_of_step_0():
     assert steps[1].judgement.first.kind == "parameters"
 
 
+def test_the_loss_baseline_grows_with_the_noise_of_the_clean_steps():
+    """Two noisy runs drift apart as they go: the parameters differ a little more at every step, and the loss
+    with them. A step is judged against the largest loss discrepancy of the clean steps before it."""
+    steps = [StepFacts(0, 0, training_step(fc_out=20 * U, loss_out=20 * U)),
+             StepFacts(1, 0, training_step(fc_param=100 * U, fc_out=100 * U, loss_out=100 * U)),  # < 8x step 0's
+             StepFacts(2, 0, training_step(fc_param=200 * U, fc_out=200 * U, loss_out=200 * U))]  # > 8x step 0's
+    assert judge_job(steps) is None
+    assert [s.judgement.consequential for s in steps] == [False, False, False]
+    louder = [*steps[:2], StepFacts(2, 0, training_step(fc_param=1e3 * U, fc_out=1e3 * U, loss_out=1e3 * U))]
+    answer = judge_job(louder)  # 10x the noisiest clean step: the update of step 1 diverged
+    assert (answer.step, answer.finding.kind) == (1, "update")
+
+
+def test_the_update_names_the_last_parameter_gradient_in_any_order_of_the_facts():
+    """Two micro-batches write parameters_grad.0 and .1; a graph lists its nodes in tree order, not in the order
+    they were made: the update is the last one made either way."""
+    step0 = training_step()
+    step0.append(entry(5, "Module.fc.Linear.parameters_grad.1", out=U))
+    step0[4] = entry(4, "Module.fc.Linear.parameters_grad.0", out=U)
+    for facts in (step0, [*step0[:4], step0[5], step0[4]]):
+        steps = [StepFacts(0, 0, facts), StepFacts(1, 0, training_step(fc_param=1e-3, fc_out=1e-3, loss_out=1e-3))]
+        assert judge_job(steps).finding.name == "Module.fc.Linear.parameters_grad.1"
+
+
 def test_parameters_differ_after_a_step_went_wrong_as_its_consequence():
     """Step 0's forward adds error; step 1 reads the diverged parameters: only step 0 is an origin."""
     steps = [StepFacts(0, 0, training_step(fc_out=1e-2, loss_out=1e-2)),
