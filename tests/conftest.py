@@ -20,7 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 _CLIENT = re.compile(r"^tests/clients/test_clients\.py::(?:test_client_under_probe_run\[(?P<name>.+)-(?:L0|L1|mix)\]"
-                     r"|test_(?P<compiled>torch_compile)\w*)$")
+                     r"|test_float64_bench\w*\[(?P<float64>.+)\]|test_(?P<compiled>torch_compile)\w*)$")
 _SESSION = re.compile(r"""scope\s*=\s*["']session["']""")
 
 
@@ -34,7 +34,7 @@ def scope_of(nodeid: str) -> str:
     """The unit of work a test belongs to (tests of one unit run on one worker, in order)."""
     client = _CLIENT.match(nodeid)
     if client:
-        return f"client {client['name'] or 'torch-compile'}"
+        return f"client {client['name'] or client['float64'] or 'torch-compile'}"
     path = nodeid.split("::", 1)[0]
     folder = path.rpartition("/")[0]
     while folder.count("/") >= 1:  # the folders between the file and tests/ (whose conftest makes none)

@@ -1,6 +1,7 @@
 """Gradient accumulation: 2 micro-batches per optimizer update, 2 updates, a small CNN.
 
 --plant: from the second update on, the GELU uses its tanh approximation.
+--float64: the model and the images in float64 (the high-precision bench).
 """
 import argparse
 
@@ -10,6 +11,7 @@ import torch.nn.functional as F
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--plant", action="store_true")
+parser.add_argument("--float64", action="store_true")
 args = parser.parse_args()
 
 torch.manual_seed(0)
@@ -18,6 +20,8 @@ model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.GELU(
 optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
 accumulation = 2
 images, labels = torch.randn(4, 4, 3, 8, 8), torch.randint(0, 4, (4, 4))
+if args.float64:
+    model, images = model.double(), images.double()
 
 for micro in range(4):
     if args.plant and micro == accumulation:

@@ -1,6 +1,7 @@
 """HF transformers in a plain loop: a tiny random GPT-2 language model, AdamW, 2 updates, no downloads.
 
 --plant: from the second update on, block 1's ln_2 normalises with eps 1e-2 instead of 1e-5.
+--float64: the model in float64 (the high-precision bench; its inputs are token ids).
 """
 import argparse
 
@@ -9,10 +10,13 @@ from transformers import GPT2Config, GPT2LMHeadModel
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--plant", action="store_true")
+parser.add_argument("--float64", action="store_true")
 args = parser.parse_args()
 
 torch.manual_seed(0)
 model = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_positions=32, n_embd=32, n_layer=2, n_head=2))
+if args.float64:
+    model = model.double()
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 tokens = torch.randint(0, 64, (2, 4, 16))
 

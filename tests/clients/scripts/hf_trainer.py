@@ -1,6 +1,7 @@
 """HF transformers Trainer: a tiny random BERT classifier, synthetic tokens, 2 updates, no downloads.
 
 --plant: a callback switches layer 1's output LayerNorm to eps 1e-2 after the first update.
+--float64: the model in float64 (the high-precision bench; its inputs are token ids).
 """
 import argparse
 import tempfile
@@ -10,12 +11,15 @@ from transformers import BertConfig, BertForSequenceClassification, Trainer, Tra
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--plant", action="store_true")
+parser.add_argument("--float64", action="store_true")
 args = parser.parse_args()
 
 torch.manual_seed(0)
 config = BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                     intermediate_size=64, max_position_embeddings=32, num_labels=2)
 model = BertForSequenceClassification(config)
+if args.float64:
+    model = model.double()  # Trainer keeps the model's dtype (its fp16/bf16 options only lower it)
 
 
 class Tokens(torch.utils.data.Dataset):

@@ -1,6 +1,7 @@
 """PyTorch Lightning: a LightningModule with automatic optimisation (optimizer.step(closure)), 2 updates.
 
 --plant: a callback switches the GELU to its tanh approximation after the first update.
+--float64: Trainer(precision="64-true"), Lightning's double precision (the high-precision bench).
 """
 import argparse
 
@@ -12,6 +13,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--plant", action="store_true")
+parser.add_argument("--float64", action="store_true")
 args = parser.parse_args()
 
 
@@ -41,7 +43,7 @@ class Plant(pl.Callback):
 pl.seed_everything(0, verbose=False)
 model = Classifier()
 data = TensorDataset(torch.randn(16, 16), torch.randint(0, 4, (16,)))
-trainer = pl.Trainer(max_steps=2, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
-                     enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
-                     callbacks=[Plant()] if args.plant else [])
+trainer = pl.Trainer(max_steps=2, accelerator="cpu", devices=1, precision="64-true" if args.float64 else "32-true",
+                     logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                     num_sanity_val_steps=0, callbacks=[Plant()] if args.plant else [])
 trainer.fit(model, DataLoader(data, batch_size=8))

@@ -1,6 +1,7 @@
 """timm: a 2-block ViT made by create_model, timm's AdamW and cosine schedule, 2 updates.
 
 --plant: from the second update on, blocks.1.norm2 normalises with eps 1e-2 instead of 1e-6.
+--float64: the model and the images in float64 (the high-precision bench).
 """
 import argparse
 
@@ -12,6 +13,7 @@ from timm.scheduler import CosineLRScheduler
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--plant", action="store_true")
+parser.add_argument("--float64", action="store_true")
 args = parser.parse_args()
 
 torch.manual_seed(0)
@@ -20,6 +22,8 @@ model = timm.create_model("vit_tiny_patch16_224", pretrained=False, num_classes=
 optimizer = create_optimizer_v2(model, opt="adamw", lr=1e-3, weight_decay=0.05)
 scheduler = CosineLRScheduler(optimizer, t_initial=2)
 images, labels = torch.randn(2, 4, 3, 32, 32), torch.randint(0, 10, (2, 4))
+if args.float64:
+    model, images = model.double(), images.double()
 
 model.train()
 for step in range(2):
