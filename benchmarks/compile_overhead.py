@@ -1,15 +1,16 @@
 """What recording inside torch.compile costs: a compiled MLP block (Linear-GELU-Linear + LayerNorm, fwd + bwd +
-SGD), CPU time of a step compiled under ``probe run``-style collection (PrecisionDebugger, every step dumped;
-at L0/mix the module backward inside the graph too, through gradient taps) against the same compiled step
-without probe, alternating the two; compile time reported apart, and the graphs compiled during the timed
-rounds (a recompile there would be measured as recording).
+SGD), CPU time of a compiled step under ``probe run``-style collection (PrecisionDebugger started and stopped at
+every step, every step dumped; at L0/mix the module backward inside the graph too, through gradient taps) against
+the same compiled step without probe (before the debugger exists and after it is closed). The model is compiled
+and run before collection starts, as a script that turns probe on later does. Printed: the first step's CPU time
+(compilation) with and without probe, the ratio of each timed round (the first one and the steady state), and the
+graphs compiled during the timed rounds under probe (0: starting and stopping probe recompiles nothing).
 
     python benchmarks/compile_overhead.py [--hidden 256] [--steps 20] [--level L1] [--repeats 3]
 """
 from __future__ import annotations
 
 import argparse
-import copy
 import tempfile
 import time
 
@@ -27,8 +28,8 @@ class Block(nn.Module):
         return self.norm(x + self.down(self.act(self.up(x))))
 
 
-def _steps(model: nn.Module, net: nn.Module, x: torch.Tensor, steps: int, debugger=None) -> float:
-    optimizer = torch.optim.SGD(net.parameters(), lr=1e-3)
+def _steps(model: nn.Module, x: torch.Tensor, optimizer: torch.optim.Optimizer, steps: int,
+           debugger=None) -> float:
     start = time.process_time()
     for _ in range(steps):
         if debugger is not None:
@@ -50,41 +51,34 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     torch.set_num_threads(1)
+    from torch._dynamo.utils import counters
+
     from probe_torch import PrecisionDebugger
 
     torch.manual_seed(0)
     net = Block(args.hidden)
     x = torch.randn(64, args.hidden)
-    plain = torch.compile(net)
-    begin = time.process_time()
-    _steps(plain, net, x, 1)
-    plain_compile = time.process_time() - begin
+    optimizer = torch.optim.SGD(net.parameters(), lr=1e-3)
+    model = torch.compile(net)
+    plain_compile = _steps(model, x, optimizer, 1)
+    without = [_steps(model, x, optimizer, args.steps) for _ in range(args.repeats)]
     with tempfile.TemporaryDirectory() as dump:
         debugger = PrecisionDebugger(dump_path=dump, level=args.level, step=list(range(10 ** 6)))
-        debugger.start()  # torch.compile's backends are wrapped while collection is installed
-        twin = copy.deepcopy(net)  # a module of its own: Dynamo compiles it anew, with the wrapped backend
-        recorded = torch.compile(twin)
-        begin = time.process_time()
-        _steps(recorded, twin, x, 1, debugger)
-        probe_compile = time.process_time() - begin
-        _steps(plain, net, x, 1)  # each variant once more: Dynamo compiles each once for the other's setting
-        _steps(recorded, twin, x, 1, debugger)
-        ratios = []
-        from torch._dynamo.utils import counters
+        probe_compile = _steps(model, x, optimizer, 1, debugger)  # the graph is compiled again, recorded
         graphs_before = counters["stats"]["unique_graphs"]
-        for _ in range(args.repeats):
-            without = _steps(plain, net, x, args.steps)
-            with_probe = _steps(recorded, twin, x, args.steps, debugger)
-            ratios.append(with_probe / without)
+        under = [_steps(model, x, optimizer, args.steps, debugger) for _ in range(args.repeats)]
         recompiled = counters["stats"]["unique_graphs"] - graphs_before
-        debugger.close()
+        debugger.close()  # the recorded graph goes: the next step compiles the model without probe again
+    _steps(model, x, optimizer, 1)
+    without += [_steps(model, x, optimizer, args.steps) for _ in range(args.repeats)]
+    base = sorted(without)[len(without) // 2]
     print(f"hidden {args.hidden}, level {args.level}, {args.steps} steps x {args.repeats}")
     print(f"first step (compile; inductor's caches may serve) CPU s: without probe {plain_compile:.1f}, "
           f"under probe {probe_compile:.1f}")
-    print("compiled step CPU time under probe / without: " + ", ".join(f"{r:.2f}x" for r in ratios))
-    # a first round that compiled inside the timed steps (a variant not yet compiled for the other's setting)
-    # measured compilation, not recording: the timed rounds must compile nothing
-    print(f"graphs compiled during the timed rounds: {recompiled}")
+    print(f"compiled step CPU ms without probe: {1000 * base / args.steps:.1f} (median of {len(without)} rounds)")
+    print("compiled step CPU time under probe / without, per round (the first, then steady state): "
+          + ", ".join(f"{t / base:.2f}x" for t in under))
+    print(f"graphs compiled during the timed rounds under probe: {recompiled}")
 
 
 if __name__ == "__main__":

@@ -51,6 +51,12 @@ def test_compiled_target_against_eager_bench(tmp_path):
     assert data["Module.1.GELU.backward.0"]["input"][0]["Norm"] == data["Module.2.Linear.backward.0"]["output"][0]["Norm"]
     assert data["Module.2.Linear.backward.0"]["input"][0]["Norm"] == data["Tensor.pow.0.backward"]["output"][0]["Norm"]
     assert data["Module.0.Linear.backward.0"]["output"] == []  # its input (the data) needs no gradient
+    # an API call's backward inside the graph, where eager code's entry (its output's autograd node) lists the
+    # gradients w.r.t. its arguments in order: GELU's; not F.linear's (addmm's node: the bias first, weight transposed)
+    gelu = data["Functional.gelu.0.backward"]
+    assert gelu["input"][0]["Norm"] == data["Module.1.GELU.backward.0"]["input"][0]["Norm"]
+    assert gelu["output"][0]["Norm"] == data["Module.1.GELU.backward.0"]["output"][0]["Norm"]
+    assert "Functional.linear.1.backward" not in data
     construct = load(rank / "construct.json")
     assert construct["Functional.gelu.0.forward"] == "Module.1.GELU.forward.0"
 
@@ -126,18 +132,19 @@ class _Block(nn.Module):
 
 
 @pytest.mark.slow
-def test_module_backward_inside_compiled_code_pairs_with_eager(tmp_path):
-    """Every module backward entry of an eager run is recorded inside the compiled graph, with the same
-    gradients (to float32 rounding: compiled and eager code round differently), nested modules included; the
-    compiled run's output stays bit for bit that without probe."""
+def test_backward_inside_compiled_code_pairs_with_eager(tmp_path):
+    """At mix every module backward entry of an eager run is recorded inside the compiled graph, with the same
+    gradients (to float32 rounding: compiled and eager code round differently), nested modules included, and so
+    is every API backward entry whose gradients follow the call's arguments (all but F.linear's); the compiled
+    run's output stays bit for bit that without probe."""
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(8, 8), _Block(), nn.Linear(8, 4))
     x = torch.randn(6, 8, requires_grad=True)  # the graph's input needs a gradient too: Module.0's grad_input
-    _, eager = _recorded(tmp_path / "eager", net, net, x, "L0")
+    _, eager = _recorded(tmp_path / "eager", net, net, x, "mix")
     torch._dynamo.reset()
     alone = _forward_backward(net, torch.compile(net), x)
     torch._dynamo.reset()
-    recorded, compiled = _recorded(tmp_path / "compiled", net, torch.compile(net), x, "L0")
+    recorded, compiled = _recorded(tmp_path / "compiled", net, torch.compile(net), x, "mix")
     torch._dynamo.reset()
     assert torch.equal(recorded[0], alone[0])
     # the gradient of a value read inside a module and outside it (Module.0's output: by up and by the residual
@@ -146,8 +153,8 @@ def test_module_backward_inside_compiled_code_pairs_with_eager(tmp_path):
     assert all(torch.equal(a, b) for a, b in zip(recorded[1][2:], alone[1][2:], strict=True))
     assert all(torch.allclose(a, b, rtol=1e-6, atol=1e-7) for a, b in zip(recorded[1][:2], alone[1][:2]))
 
-    backward = [name for name in eager if ".backward." in name]
-    assert len(backward) == 7 and [n for n in compiled if ".backward." in n] == backward  # eager's order too
+    backward = [name for name in eager if "backward" in name.split(".") and not name.startswith("Functional.linear.")]
+    assert len(backward) == 12 and [n for n in compiled if "backward" in n.split(".")] == backward  # eager's order
     for name in backward:
         for side in ("input", "output"):  # the gradients w.r.t. the outputs, and w.r.t. the inputs
             want, got = eager[name][side], compiled[name][side]
@@ -157,3 +164,39 @@ def test_module_backward_inside_compiled_code_pairs_with_eager(tmp_path):
     # the block's input gradient is through the block only: up's path plus the residual's, not Module.0's
     block = compiled["Module.1._Block.backward.0"]
     assert block["output"][0]["Norm"] != compiled["Module.1.up.Linear.backward.0"]["output"][0]["Norm"]
+
+
+@pytest.mark.slow
+def test_collection_started_after_a_compiled_run_and_toggled_per_step_compiles_once(tmp_path):
+    """A model compiled and run before probe starts is compiled again once, with its calls recorded (the graph
+    from before guards on nothing of probe's: it would run unrecorded); starting and stopping probe at every
+    step then compiles nothing (Dynamo guards on the keys of the global module hooks: they stay installed
+    between steps); after close() the model is compiled once more, without recorded values."""
+    from torch._dynamo.utils import counters
+
+    from probe_torch import PrecisionDebugger
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4))
+    x = torch.randn(6, 8)
+    torch._dynamo.reset()
+    model = torch.compile(net)
+    alone = _forward_backward(net, model, x)
+    debugger = PrecisionDebugger(dump_path=str(tmp_path), level="L0", step=[0, 1, 2])
+    graphs = []
+    for _ in range(3):
+        debugger.start(model)
+        out, grads = _forward_backward(net, model, x)
+        debugger.stop()
+        debugger.step()
+        graphs.append(counters["stats"]["unique_graphs"])
+        assert torch.equal(out, alone[0]) and all(torch.equal(a, b) for a, b in zip(grads, alone[1], strict=True))
+    debugger.close()
+    assert graphs == [graphs[0]] * 3, graphs
+    first = load(tmp_path / "step0" / "rank0" / "dump.json")["data"]
+    assert {"Module.1.GELU.forward.0", "Module.1.GELU.backward.0", "Module.2.Linear.backward.0"} <= set(first)
+    for step in (1, 2):  # the same values each step (taps over the same zeros, a new leaf per run)
+        assert load(tmp_path / f"step{step}" / "rank0" / "dump.json")["data"] == first
+    assert torch.equal(_forward_backward(net, model, x)[0], alone[0])
+    assert counters["stats"]["unique_graphs"] == graphs[0] + 1
+    torch._dynamo.reset()

@@ -263,6 +263,7 @@ class TorchCollector(CollectorBase):
         self.generated_code: tuple[str, ...] = ()
         self._compile_callbacks: tuple[Any, Any] | None = None
         self._busy_before_compile: list[bool] = []
+        self._lasting: list[Any] | None = None  # the hooks and backends kept from the first start() (_install_lasting)
         os.register_at_fork(after_in_child=self._forked)
 
     def unrecorded(self) -> list[str]:
@@ -270,8 +271,9 @@ class TorchCollector(CollectorBase):
             return []
         if self.recorded_graphs and not self._compile_failures:
             return [f"torch.compile compiled {self.compiled_frames} frame(s): their forward calls are recorded "
-                    "with the compiled values, and their modules' backward in float32 graphs (L0, mix); the backward "
-                    "of their API calls is not (parameter gradients are)."]
+                    "with the compiled values, and in float32 graphs their modules' backward (L0, mix) and their API "
+                    "calls' backward where eager code's entry lists the gradients in argument order (mix); otherwise "
+                    "the backward of their API calls is not (F.linear's; parameter gradients are)."]
         if self._compile_failures:
             return [f"torch.compile: {len(self._compile_failures)} graph(s) could not be compiled with their "
                     f"values recorded and run unrecorded ({self._compile_failures[0]}). To record everything, "
@@ -468,11 +470,8 @@ class TorchCollector(CollectorBase):
 
     def install_hooks(self) -> None:
         session = self.session
-        if session.with_modules:
-            self._handles.append(nn_module.register_module_forward_pre_hook(self._module_pre))
-            self._handles.append(nn_module.register_module_forward_hook(self._module_post, with_kwargs=True,
-                                                                        always_call=True))
-        elif self._watch_forward:  # L1 under probe run: a module call is the forward a step starts at
+        self._install_lasting()  # the module hooks among them
+        if not session.with_modules and self._watch_forward:  # L1 under probe run: a step starts at a module call
             self._handles.append(nn_module.register_module_forward_pre_hook(self._forward_watch))
         if session.with_apis:
             for name in DUNDERS:
@@ -502,8 +501,6 @@ class TorchCollector(CollectorBase):
         if "torch._dynamo" in sys.modules:
             self._watch_compiler()
         self.patch(torch, "compile", self._compile_wrapper(torch.compile))
-        for backend in (torch._TorchCompileInductorWrapper, torch._TorchCompileWrapper):  # compiles from now on
-            self.patch(backend, "__call__", backend_call(backend.__call__, self))
         backward_pass = self._backward_pass(torch.autograd.graph._engine_run_backward)
         for owner in (torch.autograd, torch.autograd.graph):  # torch.autograd holds its own reference
             self.patch(owner, "_engine_run_backward", backward_pass)
@@ -512,6 +509,41 @@ class TorchCollector(CollectorBase):
 
             self._optimizer_hooks = [register_optimizer_step_pre_hook(self._optimizer_pre),
                                      register_optimizer_step_post_hook(self._optimizer_post)]
+
+    def _install_lasting(self) -> None:
+        """What compiled code guards on or is compiled with, installed at the first start() and kept until the
+        last step or close(), so that starting and stopping probe at every step recompiles nothing: the global
+        module hooks (Dynamo guards on their keys: hooks registered anew at each start() recompiled the model
+        at every step, up to Dynamo's limit, after which it ran uncompiled) and the wrapped compile backends (a
+        graph compiled while probe is stopped is recorded once it starts again). Compiled code from before
+        (it guards on nothing of probe's, and was compiled unrecorded) is dropped once, to be compiled again
+        with its calls recorded (once: ``torch._dynamo.reset_code_caches``)."""
+        if self._lasting is not None:
+            return
+        self._lasting = []
+        if self.session.with_modules:  # the hooks do nothing while probe is stopped (_module_pre)
+            self._lasting.append(nn_module.register_module_forward_pre_hook(self._module_pre))
+            self._lasting.append(nn_module.register_module_forward_hook(self._module_post, with_kwargs=True,
+                                                                        always_call=True))
+        for backend in (torch._TorchCompileInductorWrapper, torch._TorchCompileWrapper):  # compiles from now on
+            self._lasting.append((backend, backend.__call__))
+            backend.__call__ = backend_call(backend.__call__, self)
+        if "torch._dynamo" in sys.modules:
+            torch._dynamo.reset_code_caches()
+
+    def _remove_lasting(self) -> None:
+        """After the last step: the hooks and backends go, and so do the graphs compiled with recorded values
+        (the training goes on with graphs compiled without them)."""
+        if self._lasting is None:
+            return
+        for kept in reversed(self._lasting):
+            if isinstance(kept, tuple):
+                setattr(kept[0], "__call__", kept[1])
+            else:
+                kept.remove()
+        self._lasting = None
+        if self.recorded_graphs:
+            torch._dynamo.reset_code_caches()
 
     def _wait_wrapper(self, original: Any) -> Any:
         collector = self
@@ -560,8 +592,11 @@ class TorchCollector(CollectorBase):
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
+        if self.session.all_steps_done:
+            self._remove_lasting()
 
     def close(self) -> Any:
+        self._remove_lasting()
         for handle in self._optimizer_hooks:
             handle.remove()
         self._optimizer_hooks.clear()
@@ -665,12 +700,12 @@ class TorchCollector(CollectorBase):
         warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
 
     def _module_pre(self, module: torch.nn.Module, args: tuple) -> Any:
-        if _is_compiling():
+        if _is_compiling() or not self._installed:
             return None
         return self._off_mode(self.module_enter, module, args)
 
     def _module_post(self, module: torch.nn.Module, args: tuple, kwargs: Any, output: Any = _RAISED) -> None:
-        if _is_compiling():
+        if _is_compiling() or not self._installed:
             return
         if output is _RAISED:  # forward raised: torch passes (module, args, result) to always_call hooks
             self.module_exit(module, None, None, failed=True)

@@ -15,13 +15,17 @@ and numbered as eager code names them. What this changes, measured (``benchmarks
 * a tensor changed in place inside the graph (``relu_``) is copied before the change, so that the entries
   before it show its earlier value.
 
-The backward of the module calls inside the graph (L0, mix: ``Module.X.Cls.backward.N``, gradients w.r.t. the
-module's outputs and inputs as eager code's) is recorded through gradient taps, zero-valued extra inputs the
-compiled backward returns the gradients of (:mod:`probe_torch.compiled_backward`); in float32/float64 graphs
-only (in a float16/bfloat16 graph a tap changes which activations AOTAutograd saves, and so the gradients).
-What stays unrecorded: the backward of the API calls inside the graph (``Functional.gelu.0.backward``; its
-module's entry stands for it), the module backward of half-precision graphs, and calls Dynamo does not put in
-the graph as torch calls. Parameter gradients are recorded by the eager hooks.
+The backward inside the graph (``Module.X.Cls.backward.N`` at L0 and mix, gradients w.r.t. the module's outputs
+and inputs as eager code's; ``Functional.gelu.0.backward`` at mix) is recorded through gradient taps, zero-valued
+extra inputs the compiled backward returns the gradients of (:mod:`probe_torch.compiled_backward`), in
+float32/float64 graphs only: in a float16/bfloat16 graph a tap changes which values AOTAutograd saves for the
+backward, and a value inductor kept in float32 inside a fused kernel is then stored and read back rounded (the
+outputs changed; measured, see there). An API call's backward is recorded where eager code's entry (the gradients
+at its output's autograd node, as msprobe records them) lists the gradients w.r.t. its tensor arguments in their
+order, found by running the call on fake tensors when the graph is compiled: ``gelu``, ``layer_norm``, ``x + y``
+do; ``F.linear``'s ``addmm`` node lists the bias first and the weight transposed, so it gets no entry. What stays
+unrecorded: those API calls' backward, the backward of half-precision graphs, and calls Dynamo does not put in the
+graph as torch calls. Parameter gradients are recorded by the eager hooks.
 """
 
 from __future__ import annotations
@@ -68,12 +72,13 @@ class _Slot:
 class _Call:
     """One entry of a graph: an API call (``api``), or a module call's start (``enter``) or end (``exit``)."""
 
-    __slots__ = ("kind", "api", "args", "kwargs", "module", "output")
+    __slots__ = ("kind", "api", "args", "kwargs", "module", "output", "tapped")
 
     def __init__(self, kind: str, *, api: str = "", args: Any = (), kwargs: Any = None, module: Any = None,
                  output: Any = None) -> None:
         self.kind, self.api, self.args, self.kwargs = kind, api, args, kwargs if kwargs is not None else {}
         self.module, self.output = module, output
+        self.tapped = False  # an API call whose backward the gradient taps carry (one of ``runs``)
 
 
 class GraphRecording:
@@ -90,7 +95,8 @@ class GraphRecording:
         self.original_args = self.output_node.args
         self.n_outputs = 0
         self.calls: list[_Call] = []
-        #: per module call, in the order they start: its inputs, outputs, calls and depth (for its gradient taps)
+        #: per module call (and API call with one tensor output), in the order they start: its inputs, outputs,
+        #: calls and depth (for its gradient taps)
         self.module_runs: list[tuple[list[fx.Node], list[fx.Node], set[fx.Node], int]] = []
         self.backward_names: list[str | None] = []  # per module call of the last run: its forward name, if its
         # backward is recorded
@@ -146,6 +152,13 @@ class GraphRecording:
             if call is not None:
                 call.output = self._slot(node)
                 self.calls.append(call)
+                inputs: list[fx.Node] = []  # its tensor arguments, in order
+                fx.node.map_arg((node.args, node.kwargs), lambda n: inputs.append(n) if _is_tensor_node(n) else n)
+                # its backward: taps on them and its output; at mix only (a tap may change the order a gradient is
+                # summed in, and L1 computes bit for bit what the script computes alone)
+                if with_modules and _grads_follow_arguments(node, inputs):
+                    self.module_runs.append((inputs, [node], {node}, len(open_modules)))
+                    call.tapped = True
         while open_modules:
             self._exit(open_modules.pop(), runs, modules)
 
@@ -295,10 +308,14 @@ class GraphRecording:
                 name = session.api_forward_name(call.api)
                 if not session.start_forward(name):
                     session.end_forward_unrecorded(name)
+                    if call.tapped:
+                        backward_names.append(None)
                     continue
                 parent = session.current_module()
                 entry = session.encode_inputs(name, values(call.args), values(call.kwargs))
                 session.finish_forward(name, entry, values(call.output), parent, sid)
+                if call.tapped:
+                    backward_names.append(name if grad and session.wants_backward(name) else None)
             elif call.kind == "enter":
                 prefix = collector.module_prefix_of(call.module)
                 name = session.module_forward_name(prefix) if prefix else None
@@ -379,6 +396,34 @@ def _is_state(node: fx.Node) -> bool:
     name = source.name if isinstance(getattr(source, "name", None), str) else \
         (source.name() if source is not None else "")
     return "_parameters" in name or "_buffers" in name
+
+
+def _grads_follow_arguments(node: fx.Node, inputs: list[fx.Node]) -> bool:
+    """Whether eager code's backward entry of the call ``node`` makes (the gradients at its output's autograd
+    node, as msprobe records them) lists the gradients w.r.t. its tensor arguments, in their order: so that taps
+    on them give the same entry. Found by running the call on fake tensors (``F.gelu``, ``F.layer_norm``, ``x + y``
+    do; ``F.linear``'s ``addmm`` node lists the bias first and the weight transposed: it gets no entry)."""
+    value = _example(node)
+    mode = getattr(value, "fake_mode", None)
+    if mode is None or not inputs or not value.requires_grad:
+        return False
+    leaves: dict[fx.Node, torch.Tensor] = {}
+    try:
+        with mode, torch.enable_grad():
+            for n in inputs:
+                like = _example(n)
+                leaves[n] = torch.empty(like.shape, dtype=like.dtype, device=like.device,
+                                        requires_grad=like.requires_grad)
+            args, kwargs = fx.node.map_arg((node.args, node.kwargs), lambda n: leaves.get(n, _example(n)))
+            output = getattr(args[0], node.target)(*args[1:], **kwargs) if node.op == "call_method" \
+                else node.target(*args, **kwargs)
+    except Exception:  # a call that does not run on fake tensors: no entry
+        return False
+    if not isinstance(output, torch.Tensor) or output.grad_fn is None or any(output is t for t in leaves.values()):
+        return False
+    got = [getattr(function, "variable", None) for function, _ in output.grad_fn.next_functions]
+    want = [leaves[n] if leaves[n].requires_grad else None for n in inputs]
+    return len(got) == len(want) and all(g is w for g, w in zip(got, want))
 
 
 def _holds_tensors(value: Any) -> bool:

@@ -1,4 +1,4 @@
-"""The backward of the module calls inside a ``torch.compile`` graph: gradient taps.
+"""The backward of the module and API calls inside a ``torch.compile`` graph: gradient taps.
 
 A compiled graph's backward (AOTAutograd's, compiled by the same backend) runs no Python hook, and the gradient
 w.r.t. a value inside the graph is never one of its outputs. A tap makes it one: a zero tensor, an extra input of
@@ -11,16 +11,24 @@ taps hands them over when that backward has run. Per module call (:class:`~probe
 * grad_input: one tap per input (the tensors it reads from outside it, its parameters aside), read by its uses
   inside the module, so that it gets the gradient through the module only, as eager code's identity does.
 
-Nested calls chain their taps (an inner module's output tap, then the outer one's), so each gets the gradient of
-its own uses. A graph that computes in float16/bfloat16 gets no taps: there a tap changed which activations
-AOTAutograd saves for the backward (a bfloat16 one where a float32 value was recomputed), and so the parameter
-gradients (measured). The sum of two gradients of one value (read inside a module and outside it: a residual)
-may be taken in another order, as at L0 in eager code. Not tapped (their gradient shows ``null``): values without grad, values with symbolic sizes (a
+An API call (:func:`~probe_torch.compiled._grads_follow_arguments`) is tapped as a module call of one call, nested
+in its module, its inputs being all its tensor arguments (parameters too). Nested calls chain their taps (an inner
+call's output tap, then the outer one's), so each gets the gradient of its own uses. The sum of two gradients of
+one value (read inside a module and outside it: a residual) may be taken in another order, as at L0 in eager code.
+
+A graph that computes in float16/bfloat16 gets no taps: there a tap changed what AOTAutograd's partitioner saves
+for the backward, and so the forward's numerics (measured on a bfloat16 ``x + down(...)`` residual read by a
+LayerNorm, with taps as float32 inputs or bfloat16 ones alike): without taps the partitioner saves the two addends
+and inductor fuses their sum into the LayerNorm kernel in float32; with a tap on an addend it saves the sum, which
+inductor then stores as bfloat16 and the LayerNorm reads rounded, so the output and every gradient changed.
+
+Not tapped (their gradient shows ``null``): values without grad, values with symbolic sizes (a
 tap's shape must be known when the graph runs), and values changed in place by a call that reads them (a tap
 would take the change away from the original). Chosen over AOTAutograd's joint graph (its backward nodes
 carry ``fwd_nn_module_stack``, but the gradient w.r.t. a forward value is no node of it to name) and over a
-backend of probe's own (the user's backend must compile the graph). Cost: one zero tensor per tap and call
-(allocated and filled on the host, as large as the value), and one more output of the compiled backward.
+backend of probe's own (the user's backend must compile the graph). Cost: one zero tensor per tap, allocated at the
+graph's first run and shared by its later runs (each gets a new leaf over it, which its gradient goes to), and one
+more output of the compiled backward per tap.
 """
 
 from __future__ import annotations
@@ -58,6 +66,7 @@ class GradientTaps:
         self._added: list[tuple[fx.Node, fx.Node]] = []  # (placeholder, add) per tap
         self._reads: dict[tuple[fx.Node, fx.Node], fx.Node] = {}  # (user, value) -> the node the user reads it from
         self._runs = runs
+        self._zeros: list[torch.Tensor] = []  # per tap, its zeros (allocated at the first run)
         self._users = {node: list(node.users) for node in gm.graph.nodes}  # as Dynamo made them, before any tap
 
     def install(self) -> bool:
@@ -71,7 +80,8 @@ class GradientTaps:
             self.calls[i].outputs = [self._tap(node, lambda user, m=members: user not in m) for node in outputs]
         for i in reversed(order):  # inputs: outermost first
             inputs, _, members, _ = self._runs[i]
-            self.calls[i].inputs = [self._tap(node, lambda user, m=members: user in m) for node in inputs]
+            self.calls[i].inputs = [None if node in inputs[:k] else self._tap(node, lambda user, m=members: user in m)
+                                    for k, node in enumerate(inputs)]  # an input read twice (x * x): tapped once
         if not self._added:
             return False
         self.gm.recompile()
@@ -119,9 +129,11 @@ class GradientTaps:
     # -- run time --------------------------------------------------------------------------------------
 
     def zeros(self) -> list[torch.Tensor]:
-        """Fresh taps for one run of the graph (zeros that require grad)."""
-        return [torch.zeros(like.shape, dtype=like.dtype, device=like.device, requires_grad=True)
-                for like in self.likes]
+        """The taps of one run of the graph: zeros that require grad, each a new leaf (its gradient is that run's)
+        over zeros allocated once (the compiled code only reads them)."""
+        if len(self._zeros) != len(self.likes):
+            self._zeros = [torch.zeros(like.shape, dtype=like.dtype, device=like.device) for like in self.likes]
+        return [zero.detach().requires_grad_() for zero in self._zeros]
 
     def hook(self, taps: list[torch.Tensor], names: list[str | None], write: Any) -> None:
         """When the backward pass has reached the taps: ``write(name, grad_outputs, grad_inputs)`` per module
