@@ -8,7 +8,10 @@ deep transformer-like model — the bench's statistics all differ slightly
 then times ``probe graph -tp A -gp B -o OUT`` and, when msprobe is installed
 (``--msprobe PYTHON``, default: ``msprobe`` importable by /tmp/msvenv/bin/python
 or this Python), ``msprobe graph_visualize`` on the same pair, each in its own
-process, the two alternated over ``--rounds`` rounds. Prints each tool's process CPU
+process, the two alternated over ``--rounds`` rounds. Both run with Python's bytecode cache on, as installed
+tools run (an environment with ``PYTHONDONTWRITEBYTECODE`` set would have probe, installed editable, compile
+its sources on every run while msprobe's site-packages hold theirs): the first round writes what is missing.
+Prints each tool's process CPU
 time (user+sys, all threads: the figure to trust on a loaded machine, where wall time
 runs several times CPU time), wall time and peak resident memory (the best round of
 each), and the CPU and wall ratios measured in this run.
@@ -108,8 +111,9 @@ class Measured:
     def add(self, command: list[str], out: Path) -> None:
         """Run ``command`` (writing into ``out``, emptied first) in a child process and keep its figures."""
         shutil.rmtree(out, ignore_errors=True)
+        env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
         start = time.perf_counter()
-        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
         err = proc.stderr.read()  # type: ignore[union-attr]
         _, status, usage = os.wait4(proc.pid, 0)
         self.wall = min(self.wall, time.perf_counter() - start)

@@ -17,6 +17,7 @@ metrics show beside its tensor.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -73,12 +74,12 @@ def score_graphs(target: Graph, bench: Graph, mode: DataMode | None, comparators
     facts: list[EntryFacts] = []
     target_dump, bench_dump = _dump(target), _dump(bench)
     columnar = ColumnarCompare(mode, comparators, rules) if mode is not None else None
-    nodes = sorted(target.nodes.values(), key=lambda n: n.order)
+    nodes = sorted(target.nodes.values(), key=attrgetter("order"))
     try:
         for start in range(0, len(nodes), NODES_CHUNK):
             chunk = nodes[start:start + NODES_CHUNK]
             pairs = {node.name: (_entry(node, target_dump), _entry(node.matched, bench_dump)) for node in chunk
-                     if mode is not None and node.matched is not None and _has_tensors(node)}
+                     if node.matched is not None and _has_tensors(node)} if mode is not None else {}
             found = columnar.compare_entries(list(pairs.values())) if columnar else []
             plain = {name: one for name, one in zip(pairs, found) if one is not None}
             metrics.update(_metric_values(plain))

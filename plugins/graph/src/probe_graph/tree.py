@@ -31,9 +31,12 @@ def _owner(name: str) -> str:
     return _path(name).rpartition(".")[0]
 
 
+_BACKWARD_PART = f".{BACKWARD}"
+
+
 def _is_module_backward(name: str) -> bool:
     """Whether ``name`` is a module's backward call (``Module.fc.Linear.backward.0``)."""
-    return f".{BACKWARD}" in name and is_module(name) and direction(name) == BACKWARD  # the first test: most fail it
+    return _BACKWARD_PART in name and is_module(name) and direction(name) == BACKWARD  # the first test: most fail it
 
 
 def repair_inplace(construct: Mapping[str, Any]) -> dict[str, Any]:

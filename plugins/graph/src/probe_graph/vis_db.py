@@ -150,10 +150,10 @@ class GraphRows:
 
     def node_rows(self) -> Iterator[tuple]:
         """Every node's row, in the viewer's node order, with the flags."""
-        rows = self._made if self._made is not None else self._make()
         flagged, index = self.flagged, self.flag_index
-        for row in rows:
-            yield row[:7] + (index,) + row[8:] if row[3] in flagged else row
+        if self._made is None:
+            return self._make(flagged, index)
+        return (row[:7] + (index,) + row[8:] if row[3] in flagged else row for row in self._made)
 
     def indexes(self) -> Iterator[tuple[str, float | None]]:
         """(node name, precision index before the flags) of every node."""
@@ -169,7 +169,7 @@ class GraphRows:
 
     def __getstate__(self) -> dict[str, Any]:
         if self._made is None:
-            self._made = list(self._make())
+            self._made = list(self._make(frozenset(), 0.0))
             self._graph, self._metrics = None, {}  # the graph stays with the worker that built it
         return {"made": self._made, "stacks": self.stacks, "flagged": self.flagged, "flag_index": self.flag_index}
 
@@ -178,11 +178,13 @@ class GraphRows:
         self._made, self.stacks = state["made"], state["stacks"]
         self.flagged, self.flag_index = state["flagged"], state["flag_index"]
 
-    def _make(self) -> Iterator[tuple]:
+    def _make(self, flagged: frozenset[str], flag_index: float) -> Iterator[tuple]:
+        """The rows, the nodes ``flagged`` shown with precision index ``flag_index``."""
         graph = self._graph
         if graph is None:
             raise GraphError("the graph's rows were made already and the graph released")
         graph_id, source, dump_dir, step, rank = graph.graph_id, graph.source, graph.dump_dir, graph.step, graph.rank
+        id_prefix = f"{graph_id}_"
         stack_ids: dict[tuple[str, ...], str] = {}
         self.stacks = []
         ancestors: dict[Node | None, list[str]] = {None: []}  # a partner's Node.ancestors(), by its parent
@@ -191,29 +193,30 @@ class GraphRows:
         for start in range(0, len(nodes), ROWS_CHUNK):
             chunk = nodes[start:start + ROWS_CHUNK]
             shown = self._shown(chunk)
-            node_metrics = [shown.get(node.name) for node in chunk]
-            texts = iter(format_tables([table for node in chunk for table in (node.inputs, node.outputs)],
-                                       [extra for extra in node_metrics for _ in (0, 1)]))
-            for order, node in enumerate(chunk, start):
-                stack_id = stack_ids.get(node.stack)
+            node_metrics = [shown.get(node.name) for node in chunk] if shown else [None] * len(chunk)
+            texts = format_tables([table for node in chunk for table in (node.inputs, node.outputs)],
+                                  [extra for extra in node_metrics for _ in (0, 1)])
+            for order, node, inputs, outputs in zip(range(start, start + len(chunk)), chunk, texts[::2], texts[1::2]):
+                stack = node.stack
+                stack_id = stack_ids.get(stack)
                 if stack_id is None:
-                    stack_id = stack_ids[node.stack] = f"{graph_id}_{len(stack_ids)}"
-                    self.stacks.append((stack_id, dumps(list(node.stack))))
-                name, parent, children, matched = node.name, node.parent, node.children, node.matched
+                    stack_id = stack_ids[stack] = f"{id_prefix}{len(stack_ids)}"
+                    self.stacks.append((stack_id, dumps(list(stack))))
+                name, parent, children, matched, kind = node.name, node.parent, node.children, node.matched, node.kind
                 link = "[]"
                 if matched is not None:  # the names from the root down to the partner
                     above = ancestors.get(matched.parent)
                     if above is None:
                         above = ancestors[matched.parent] = matched.ancestors()
-                    link = dumps(above + [matched.name])
+                    link = dumps([*above, matched.name])
                 yield (
-                    f"{graph_id}_{name}", graph_id, order, name, kinds.get(node.kind) or str(int(node.kind)),
+                    id_prefix + name, graph_id, order, name, kinds.get(kind) or str(int(kind)),
                     parent.name if parent is not None else "",
                     dumps([child.name for child in children]) if children else "",
-                    node.precision_index, node.overflow_level, node.micro_step,
+                    flag_index if name in flagged else node.precision_index, node.overflow_level, node.micro_step,
                     link, stack_id,
                     json.dumps(node.merge_info) if node.merge_info else "", "{}", 0,
-                    next(texts), next(texts), source, dump_dir, step, rank,
+                    inputs, outputs, source, dump_dir, step, rank,
                     1 if name.startswith("Distributed.") else 0,
                 )
 

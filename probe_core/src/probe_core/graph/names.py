@@ -10,6 +10,7 @@ from __future__ import annotations
 
 FORWARD, BACKWARD, PARAMS_GRAD = "forward", "backward", "parameters_grad"
 MODULE_PREFIXES = ("Module.", "Cell.")
+_PARAMS_GRAD_PART = f".{PARAMS_GRAD}."
 
 
 def is_module(name: str) -> bool:
@@ -17,7 +18,7 @@ def is_module(name: str) -> bool:
 
 
 def is_params_grad(name: str) -> bool:
-    return f".{PARAMS_GRAD}." in name
+    return _PARAMS_GRAD_PART in name
 
 
 def direction(name: str) -> str | None:
