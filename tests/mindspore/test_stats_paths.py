@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 from mindspore import mint
 
-from probe_mindspore.ops import MindSporeTensorOps
+from mindspore.common import dtype as mstype
+
+from probe_mindspore.ops import MindSporeTensorOps, dtype_facts
 
 from . import ms_net
 from .conftest import dump_ms, read_json
@@ -28,6 +30,24 @@ def _tensors() -> dict[str, ms.Tensor]:
             "transpose": x.reshape(4, 8, 12, 8).transpose(0, 2, 1, 3), "slice": x[:, 2:5],
             "float16": x.astype(ms.float16), "bfloat16": x.astype(ms.bfloat16),
             "float64": x.astype(ms.float64)[1]}
+
+
+def test_dtype_facts_by_identity_answer_as_the_dtypes_themselves():
+    """Facts are looked up by the dtype object's identity (hashing a MindSpore dtype is slow): each answer is the
+    one its own comparison gives, for every dtype, and a tensor's dtype is the very object cached."""
+    dtypes = [mstype.float16, mstype.bfloat16, mstype.float32, mstype.float64, mstype.int8, mstype.int32,
+              mstype.int64, mstype.uint8, mstype.bool_, mstype.complex64, mstype.complex128]
+    for dtype in dtypes:
+        facts = dtype_facts(dtype)
+        assert (facts.name, facts.is_float, facts.low_precision, facts.is_complex) == (
+            str(dtype), dtype in mstype.float_type, dtype in (mstype.float16, mstype.bfloat16),
+            dtype in (mstype.complex64, mstype.complex128)), dtype
+        assert (facts.kind is not None) == (dtype in (mstype.float16, mstype.bfloat16, mstype.float32,
+                                                      mstype.float64)), dtype
+    x = ms.Tensor(np.ones((2, 3), np.float32))
+    assert dtype_facts(x.dtype) is dtype_facts(mstype.float32)
+    ops = MindSporeTensorOps()
+    assert ops.describe(x.astype(ms.bfloat16))["dtype"] == "BFloat16"
 
 
 @pytest.mark.parametrize("device_stats", [False, True], ids=["host", "device"])

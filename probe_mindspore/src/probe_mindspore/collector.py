@@ -36,13 +36,16 @@ from typing import Any
 import mindspore as ms
 from mindspore import nn, ops
 from mindspore.common import api as ms_api
-from mindspore.common import dtype as mstype
 from mindspore.ops.composite.base import _pynative_executor
 from probe_core.api import CollectionError, CollectorBase, GradSlots, launcher_rank
 
 from probe_mindspore.apis import namespace_functions, tensor_methods
-from probe_mindspore.ops import MindSporeTensorOps
+from probe_mindspore.ops import MindSporeTensorOps, dtype_facts
 from probe_mindspore.plugin import communicator_rank
+
+#: ``Tensor.view`` as MindSpore defines it: at L1/mix the class attribute is a recording wrapper, which the
+#: identity views of :meth:`MindSporeCollector.identity_with_grad_hook` need not pass through.
+_VIEW = ms.Tensor.view
 
 GRAPH_MODE_FIX = ("probe collects MindSpore in PyNative mode only: call mindspore.set_context(mode="
                   "mindspore.PYNATIVE_MODE) (the default) and remove @jit while collecting")
@@ -121,7 +124,7 @@ class MindSporeCollector(CollectorBase):
     def needs_grad(self, tensor: Any) -> bool | None:
         """A trainable parameter, or a tensor computed from one while gradients are recorded; ``None`` (it
         gets one if another input of the call does) for any other float input of a non-primitive API."""
-        if tensor.dtype not in mstype.float_type:
+        if not dtype_facts(tensor.dtype).is_float:
             return False
         if isinstance(tensor, ms.Parameter):
             return bool(tensor.requires_grad)
@@ -155,6 +158,18 @@ class MindSporeCollector(CollectorBase):
             out = hook(*tensors)
             return list(out) if isinstance(out, (tuple, list)) else [out]
         hooked = [i for i, need in enumerate(needs) if need]
+        new = list(tensors)
+        if len(hooked) == 1:  # most calls: one hook, no gathering
+            i, n = hooked[0], len(tensors)
+
+            def on_grad(grad: Any) -> None:
+                full: list[Any] = [None] * n
+                full[i] = grad
+                self._guarded(on_grads, full)
+
+            view = new[i] = _VIEW(tensors[i], tensors[i].shape)
+            view.register_hook(on_grad)
+            return new
 
         def on_full(grads: list[Any]) -> None:
             full: list[Any] = [None] * len(tensors)
@@ -163,11 +178,10 @@ class MindSporeCollector(CollectorBase):
             self._guarded(on_grads, full)
 
         slots = GradSlots(len(hooked), on_full)
-        new = list(tensors)
         # made last input first: MindSpore's backward then reaches them right after the call's own node, as it
         # reached the one HookBackward node (a cell's parameters_grad entry still comes after its matmul's backward)
         for slot, i in reversed(list(enumerate(hooked))):
-            view = new[i] = tensors[i].view(tensors[i].shape)
+            view = new[i] = _VIEW(tensors[i], tensors[i].shape)
             view.register_hook(lambda grad, slot=slot: slots.arrive(slot, grad))
         return new
 

@@ -38,8 +38,35 @@ _KINDS = {getattr(mstype, name): kind for name, kind in KINDS.items()}
 #: Float types reduced on the device in float32 (no 16-bit accumulation; some have no reduce kernel).
 _LOW_PRECISION = (mstype.float16, mstype.bfloat16)
 _COMPLEX = (mstype.complex64, mstype.complex128)
-#: ``describe``'s dtype names, by dtype (``str`` of a MindSpore type is not free).
-_DTYPE_NAMES: dict[Any, str] = {}
+
+
+class DtypeFacts:
+    """What collection asks of a MindSpore dtype, worked out once per dtype (see :func:`dtype_facts`)."""
+
+    __slots__ = ("name", "kind", "is_float", "low_precision", "is_complex")
+
+    def __init__(self, dtype: Any) -> None:
+        self.name = str(dtype)  # describe()'s "dtype"
+        self.kind = _KINDS.get(dtype)  # the host kernel's kind, None where it reads no such type
+        self.is_float = dtype in mstype.float_type  # may need a gradient
+        self.low_precision = dtype in _LOW_PRECISION  # reduced in float32 on a device
+        self.is_complex = dtype in _COMPLEX  # no statistics
+
+
+_FACTS: dict[int, tuple[Any, DtypeFacts]] = {}  # id(dtype) -> (dtype, its facts); the entry keeps dtype alive
+_FACTS_MAX = 256  # dtypes are module-level singletons; a build that makes new ones per tensor is not cached
+
+
+def dtype_facts(dtype: Any) -> DtypeFacts:
+    """The facts of ``dtype``, looked up by identity: hashing or comparing a MindSpore dtype runs C++ through
+    Python (1-4 us a time), and every tensor a call records asks its dtype several questions."""
+    hit = _FACTS.get(id(dtype))
+    if hit is not None and hit[0] is dtype:
+        return hit[1]
+    facts = DtypeFacts(dtype)
+    if len(_FACTS) < _FACTS_MAX:
+        _FACTS[id(dtype)] = (dtype, facts)
+    return facts
 
 # Primitive instances of our own: never the recording wrappers of ``ops``/``Tensor`` methods, never
 # the primitives of a network's cells.
@@ -77,13 +104,13 @@ def host_stats(array: np.ndarray) -> tuple[Any, Any, Any, Any] | None:
     return float(array.max()), float(array.min()), float(wide.mean()), norm
 
 
-def memory_stats(tensor: ms.Tensor, kind: int) -> tuple[float, float, float, float] | None:
+def memory_stats(tensor: ms.Tensor, kind: int, size: int) -> tuple[float, float, float, float] | None:
     """The kernel's pass over a tensor in host memory, read where it lies (``data_ptr`` waits for the op
     writing it and points at the view's first element): a dense block in any order (a transpose), or
     evenly spaced rows (a chunk of ``split``); None for another layout, or where the kernel declines
     (NaN, infinity, not built)."""
     if tensor.is_contiguous():
-        return fused_stats(tensor.data_ptr(), tensor.size, kind)
+        return fused_stats(tensor.data_ptr(), size, kind)
     layout = row_layout(tensor.shape, tensor.stride())
     if layout is None:
         return None
@@ -95,7 +122,7 @@ def launch_stats(tensor: ms.Tensor) -> tuple[Any, int]:
     """(max, min, sum, sum of squares) of a float tensor as one 1-D tensor on its own device, computed by
     MindSpore ops without a host transfer or an autograd record; with the element count."""
     with _no_grad():
-        if tensor.dtype in _LOW_PRECISION:
+        if dtype_facts(tensor.dtype).low_precision:
             tensor = _CAST(tensor, mstype.float32)
         return _STACK((_MAX(tensor), _MIN(tensor), _SUM(tensor), _SUM(_MUL(tensor, tensor)))), tensor.size
 
@@ -124,11 +151,7 @@ class MindSporeTensorOps(TensorOps):
         return isinstance(value, ms.Tensor)
 
     def describe(self, tensor: ms.Tensor) -> dict[str, Any]:
-        dtype = tensor.dtype
-        name = _DTYPE_NAMES.get(dtype)
-        if name is None:
-            name = _DTYPE_NAMES[dtype] = str(dtype)
-        return {"type": "mindspore.Tensor", "dtype": name, "shape": list(tensor.shape)}
+        return {"type": "mindspore.Tensor", "dtype": dtype_facts(tensor.dtype).name, "shape": list(tensor.shape)}
 
     def requires_grad(self, tensor: ms.Tensor) -> None:
         """MindSpore tensors carry no such flag (PyNative decides at the grad call): unknown."""
@@ -148,15 +171,17 @@ class MindSporeTensorOps(TensorOps):
         return handle
 
     def _start(self, tensor: ms.Tensor) -> Any:
-        dtype = tensor.dtype
-        kind = _KINDS.get(dtype)
-        if kind is not None and tensor.size:
-            if self.device_stats or tensor.device != "CPU":
-                return ("d", *launch_stats(tensor))
-            values = memory_stats(tensor, kind)
-            if values is not None:
-                return ("h", values)
-        if dtype in _COMPLEX:
+        facts = dtype_facts(tensor.dtype)
+        kind = facts.kind
+        if kind is not None:
+            size = tensor.size
+            if size:
+                if self.device_stats or tensor.device != "CPU":
+                    return ("d", *launch_stats(tensor))
+                values = memory_stats(tensor, kind, size)
+                if values is not None:
+                    return ("h", values)
+        if facts.is_complex:
             return None
         values = host_stats(to_numpy(tensor))
         return None if values is None else ("h", values)

@@ -329,7 +329,9 @@ class CollectorBase:
         collector = self
 
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if collector.busy or not collector.recording:
+            if collector.busy:  # a call made by a recorded call, or by probe itself
+                return original(*args, **kwargs)
+            if not collector.recording:
                 if not collector.api_starts_forward(api, args, kwargs):
                     return original(*args, **kwargs)
                 collector.begin_forward(module_call=False)
