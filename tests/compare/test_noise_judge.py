@@ -324,6 +324,22 @@ def test_the_update_names_the_last_parameter_gradient_in_any_order_of_the_facts(
         assert judge_job(steps).finding.name == "Module.fc.Linear.parameters_grad.1"
 
 
+def test_a_call_the_parameters_divergence_never_reached_is_the_origin_of_the_loss_change():
+    """AdamW moves a bias whose gradient is float32 noise by a full step (float64 bench); its call's output barely
+    moves. Later in the step a LayerNorm is called with another eps: the loss moves through it, not the bias."""
+    def step1(ln_in: float) -> list[EntryFacts]:
+        return [entry(0, "Torch.addmm.0.forward", param=2e-5, out=3 * U),  # reads the bias: the divergence dies here
+                entry(1, "Functional.gelu.0.forward", inp=3 * U, out=3 * U),
+                entry(2, "Functional.layer_norm.0.forward", inp=ln_in, out=0.7, result=ERROR,
+                      message="input.2: Scalar values differ (0.01 vs 1e-05)"),
+                entry(3, "Functional.cross_entropy.0.forward", inp=0.7, out=3e-4)]
+    answer = judge_job([StepFacts(0, 0, training_step()), StepFacts(1, 0, step1(ln_in=3 * U))])
+    assert (answer.step, answer.finding.name) == (1, "Functional.layer_norm.0.forward")
+    # where the parameters' divergence reaches the call, it may be what moved it: the update is named
+    answer = judge_job([StepFacts(0, 0, training_step()), StepFacts(1, 0, step1(ln_in=2e-5))])
+    assert (answer.step, answer.finding.kind) == (0, "update")
+
+
 def test_parameters_differ_after_a_step_went_wrong_as_its_consequence():
     """Step 0's forward adds error; step 1 reads the diverged parameters: only step 0 is an origin."""
     steps = [StepFacts(0, 0, training_step(fc_out=1e-2, loss_out=1e-2)),

@@ -140,6 +140,24 @@ def pairs(matches):
     return [(m.target.name if m.target else None, m.bench.name if m.bench else None) for m in matches]
 
 
+def test_a_sum_that_cancels_is_judged_against_the_magnitude_of_its_terms():
+    """A conv's bias gradient before a BatchNorm is 0 in exact arithmetic: float32 leaves ~1e-9 of its terms'
+    1e-3, float64 ~1e-17. Its relative difference is huge; against the terms it is summed from, it is roundoff."""
+    grad_in = (t("Functional.conv2d.0.backward.input.0", norm=0.0115, mx=1.4e-3, mn=-1.0e-3, mean=1e-5),
+               t("Functional.conv2d.0.backward.input.0", norm=0.0115, mx=1.4e-3, mn=-1.0e-3, mean=1e-5,
+                 dtype="torch.float64"))
+    bias = (t("Functional.conv2d.0.backward.output.2", norm=4.4e-9, mx=2.6e-9, mn=-2.5e-9, mean=1e-10, shape=(8,)),
+            t("Functional.conv2d.0.backward.output.2", norm=1.9e-17, mx=1.3e-17, mn=-7.4e-18, mean=1e-18,
+              shape=(8,), dtype="torch.float64"))
+    assert first_divergence("Functional.conv2d.0.backward", [stat_row(*grad_in), stat_row(*bias)], STATISTICS) is None
+    # the same difference in a result as large as its terms is an error
+    large = (t("Functional.conv2d.0.backward.output.2", norm=4.4e-3, mx=2.6e-3, mn=-2.5e-3, mean=1e-4, shape=(8,)),
+             t("Functional.conv2d.0.backward.output.2", norm=4.4e-3, mx=2.6e-3 + 2.6e-9 * 1e3, mn=-2.5e-3,
+               mean=1e-4, shape=(8,), dtype="torch.float64"))
+    assert says(first_divergence("Functional.conv2d.0.backward", [stat_row(*grad_in), stat_row(*large)], STATISTICS),
+                "adds error")
+
+
 def test_exact_match_renumbers_backward_after_recomputation():
     target = refs(["Torch.mul.0.forward", "Torch.mul.1.forward", "Torch.mul.1.backward"])
     bench = refs(["Torch.mul.0.forward", "Torch.mul.0.backward"])

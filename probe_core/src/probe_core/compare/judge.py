@@ -81,6 +81,9 @@ ROUNDOFF = {"float64": 2.0 ** -53, "float32": 2.0 ** -24, "tensorfloat32": 2.0 *
             "float8_e5m2": 2.0 ** -3, "float8_e5m2fnuz": 2.0 ** -3}
 #: output error more than this many times what the entry carries: the entry adds error
 ADDS_ERROR = 32.0
+#: an output this many times smaller than the inputs it is made of is a sum that cancelled: its error is measured
+#: against the inputs' magnitude (:func:`_against_inputs`)
+CANCELLED = 2.0 ** -12
 #: inputs (not parameters) that differ by more than this many times anything produced before them in the step:
 #: a divergence from outside that matters whatever the loss says (a random-init loss may barely move; noise of
 #: another precision or summation order stays far below this, and only parameters carry AdamW's amplified noise);
@@ -277,6 +280,8 @@ def _measure(facts: EntryFacts, layout: RowLayout, pairs: Sequence[tuple[TensorM
     """How far apart the entry's inputs, parameters and outputs are (``errs``: each row's discrepancy)."""
     facts.target_dtype, facts.lowered, facts.lowered_u = layout.target_dtype, layout.lowered, layout.lowered_u
     facts.pairs = pairs
+    if max(filter(None, errs), default=0.0) > ADDS_ERROR * ROUNDOFF["float32"]:  # rare: a cancelled result's error
+        errs = _against_inputs(layout, pairs, errs)
     worst_in = worst_out = -1.0
     at_in = at_out = -1
     for pos, code, unit in layout.tensors:
@@ -309,6 +314,36 @@ def _measure(facts: EntryFacts, layout: RowLayout, pairs: Sequence[tuple[TensorM
         facts.worst_output = Reason(facts.name, pairs, at_out, mode, worst_out)
     if worst_in == math.inf or worst_out == math.inf:  # only then can a side hold NaN/Inf the other does not
         _note_nonfinite(facts, layout, pairs, errs, mode)
+
+
+def _against_inputs(layout: RowLayout, pairs: Sequence[tuple[TensorMeta | None, TensorMeta | None]],
+                    errs: Sequence[float | None]) -> Sequence[float | None]:
+    """``errs`` with each output :data:`CANCELLED` times smaller than the inputs it is made of measured against
+    the inputs' magnitude: a sum that cancels (the gradient of a bias before a normalisation, 0 in exact
+    arithmetic) keeps the rounding error of its terms, however small it is itself."""
+    inputs = [_magnitude(pairs[pos]) for pos, code, _ in layout.tensors if code == INPUT]
+    scale = max(inputs, default=0.0)
+    if not scale > 0 or not math.isfinite(scale):
+        return errs
+    out = list(errs)
+    for pos, code, _ in layout.tensors:
+        if code == OUTPUT and out[pos] and _magnitude(pairs[pos]) < CANCELLED * scale:
+            target, bench = pairs[pos]
+            apart = [abs(x - y) for x, y in zip(_numbers(target), _numbers(bench))]
+            out[pos] = min(out[pos], max(apart, default=0.0) / scale)
+    return out
+
+
+def _numbers(leaf: TensorMeta | None) -> tuple[float, ...]:
+    """A tensor leaf's Max, Min and Mean where they are finite numbers."""
+    values = (leaf.max, leaf.min, leaf.mean) if leaf is not None else ()
+    return tuple(v if isinstance(v, (int, float)) and math.isfinite(v) else math.nan for v in values)
+
+
+def _magnitude(pair: tuple[TensorMeta | None, TensorMeta | None]) -> float:
+    """The largest finite absolute Max or Min of a leaf on either side (NaN when there is none)."""
+    values = [abs(v) for leaf in pair for v in _numbers(leaf)[:2] if v == v]
+    return max(values) if values else math.nan
 
 
 def _note_nonfinite(facts: EntryFacts, layout: RowLayout, pairs: Sequence[tuple[TensorMeta | None, TensorMeta | None]],
@@ -533,12 +568,15 @@ def judge_step(facts: Sequence[EntryFacts], step: int, baseline: float | None = 
         noise = reference.loss.get(step) if reference is not None else None
         expected = CONSEQUENCE * (baseline or 0.0) if noise is None else REFERENCE_LOSS * noise
         consequential = loss_err > max(expected, FLOOR * loss_u) and loss.index >= outside.index
+    independent = _unreached(outside, facts, errors, ruled, loss) if consequential and not decisive else set()
+    if independent:  # the loss moved through a call of the step's own that the parameters' divergence never
+        consequential = False  # reached: AdamW's noise in a few parameters did not move it
     if outside is not None and consequential and not any(i < outside.index for i in errors):
         errors[outside.index] = outside
     if outside is not None and not consequential:
         # the divergence from outside changed nothing that matters (AdamW's noise in a few parameters): the
         # entries it carries error into are consequences, not causes
-        errors = {i: e for i, e in errors.items() if i < outside.index}
+        errors = {i: e for i, e in errors.items() if i < outside.index or i in independent}
     for index, finding in ruled.items():
         if finding.kind == NONFINITE or index not in errors:  # a NaN/Inf is named as what it is
             errors[index] = finding
@@ -546,6 +584,21 @@ def judge_step(facts: Sequence[EntryFacts], step: int, baseline: float | None = 
     _updates(errors, facts, step)
     first = errors[min(errors)] if errors else None
     return StepJudgement(errors, first, loss_err, loss_u, outside, consequential, frozenset(accepted))
+
+
+def _unreached(outside: Finding | None, facts: Sequence[EntryFacts], errors: Mapping[int, Finding],
+               ruled: Mapping[int, Finding], loss: EntryFacts | None) -> set[int]:
+    """The step's errors after a divergence of the parameters, up to the loss, that it did not reach: what each
+    carries is :data:`ADDS_ERROR` times less than the parameters' difference (it died out on the way, as the
+    update noise of a bias does in the call that reads it)."""
+    if outside is None or outside.kind != "parameters" or loss is None:
+        return set()
+    later = {i for i in (*errors, *ruled) if outside.index < i <= loss.index}
+    if not later:
+        return set()
+    by_index = {f.index: f for f in facts if f.index == outside.index or f.index in later}
+    came_in = max(by_index[outside.index].in_err, by_index[outside.index].param_err)
+    return {i for i in later if ADDS_ERROR * max(by_index[i].in_err, by_index[i].param_err) < came_in}
 
 
 def _in_bench_order(facts: Sequence[EntryFacts]) -> list[EntryFacts]:
