@@ -24,16 +24,14 @@ must diverge first at the planted op, as against the float32 reference. Every cl
 the default judge answers otherwise, ``float64_gap`` says what it names and why, and the test expects that
 failure (xfail, strict: it turns red when the judge gets it right):
 
-- AdamW (hf-loop-gpt2, hf-trainer-bert, timm-vit): parameters whose gradient is ~0 (attention key biases)
-  take an update of ~lr from float32 noise; the clean float32 run against the bench names nothing, but in
-  the planted run the plant changes step 1's loss, which makes that update noise "consequential": step 0's
-  ``parameters_grad`` is named (kind ``update``) instead of step 1's planted op;
 - torchvision-resnet18: layer4's BatchNorm sees 2 values per channel (batch 2, 1x1 maps), where its
   backward cancels almost everything (dx ~ eps/(var+eps)): float32 gets it 0.2% off the float64 value, and
-  the judge names that ``batch_norm`` backward in step 0 (kind ``adds error``), in the clean float32 run too;
-- grad-accumulation: the convolution's bias feeds a BatchNorm, so its gradient is 0 in exact arithmetic:
-  float32 leaves ~1e-9 there, float64 ~1e-17, and the judge names that ``conv2d`` backward in step 0
-  ("2.4e+08 apart for its scale").
+  the judge names that ``batch_norm`` backward in step 0 (kind ``adds error``), in the clean float32 run too.
+
+Two gaps this bench found are closed in the judge: AdamW's update noise in parameters whose gradient is ~0
+(hf-loop-gpt2, hf-trainer-bert, timm-vit: the planted call, which that noise never reaches, moves the loss, not
+the update), and a gradient that is 0 in exact arithmetic (grad-accumulation's conv bias before a BatchNorm:
+measured against the magnitude of its terms).
 
 ``python -m tests.clients.matrix [CLIENT ...]`` runs the matrix and prints its table; the tests in
 ``test_clients.py`` run the same jobs and assert on them.
@@ -83,31 +81,24 @@ def _client(name: str, script: str, module: str | None, api: str, l0: str | None
 
 
 # the float64-bench gaps of the default compare (see the docstring)
-_ADAMW_GAP = ("step 0 names a parameters_grad entry (kind update): AdamW turns float32 noise in ~0 gradients "
-              "(attention key biases) into ~lr updates, which the plant's own loss change in step 1 makes look "
-              "consequential")
 _BATCH_NORM_GAP = ("step 0 names Functional.batch_norm.19.backward of layer4.1.bn2 (kind adds error, 86 times what it "
                    "carries): 2 values per channel make its backward cancel, float32 is 0.2% off float64 there")
-_ZERO_GRADIENT_GAP = ("step 0 names Functional.conv2d.0.backward (kind adds error, output.2 2.4e+08 apart for its "
-                      "scale): the bias before a BatchNorm has a 0 gradient, ~1e-9 of float32 noise against ~1e-17 "
-                      "in float64")
 
 CLIENTS = {c.name: c for c in [
     _client("torchvision-resnet18", "torchvision_resnet.py", "Module.layer4.1.bn2.BatchNorm2d.forward.0",
             r"Functional\.batch_norm\.\d+\.forward", float64_gap=_BATCH_NORM_GAP),
     _client("hf-trainer-bert", "hf_trainer.py", "Module.bert.encoder.layer.1.output.LayerNorm.LayerNorm.forward.0",
-            r"Functional\.layer_norm\.\d+\.forward", float64_gap=_ADAMW_GAP),
+            r"Functional\.layer_norm\.\d+\.forward"),
     _client("hf-loop-gpt2", "hf_loop.py", "Module.transformer.h.1.ln_2.LayerNorm.forward.0",
-            r"Functional\.layer_norm\.\d+\.forward", float64_gap=_ADAMW_GAP),
+            r"Functional\.layer_norm\.\d+\.forward"),
     _client("timm-vit", "timm_vit.py", "Module.blocks.1.norm2.LayerNorm.forward.0",
-            r"Functional\.layer_norm\.\d+\.forward", float64_gap=_ADAMW_GAP),
+            r"Functional\.layer_norm\.\d+\.forward"),
     _client("lightning", "lightning_mlp.py", "Module.net.2.GELU.forward.0", r"Functional\.gelu\.0\.forward"),
     _client("step-closure-lbfgs", "closure_lbfgs.py", "Module.1.GELU.forward.0", r"Functional\.gelu\.0\.forward"),
     # the calls inside the compiled model are recorded (forward only: its backward is compiled code too)
     _client("torch-compile", "compiled.py", "Module.1.GELU.forward.0", r"Functional\.gelu\.0\.forward",
             backward_at_l0=False),
-    _client("grad-accumulation", "grad_accum.py", "Module.2.GELU.forward.0", r"Functional\.gelu\.0\.forward",
-            float64_gap=_ZERO_GRADIENT_GAP),
+    _client("grad-accumulation", "grad_accum.py", "Module.2.GELU.forward.0", r"Functional\.gelu\.0\.forward"),
     # at L0 only the GELU module's tensors show the plant: bfloat16 outputs that the tanh approximation changes
     # by ~1e-5 of their norm, far below one bfloat16 rounding (2^-8); L1 and mix see the "approximate" argument
     _client("amp-bf16-gradscaler", "amp_bf16.py", "Module.1.GELU.forward.0", r"Functional\.gelu\.0\.forward",
