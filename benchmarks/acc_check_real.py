@@ -14,7 +14,7 @@ call of those must be an error (the table shows found/calls per operator).
     python benchmarks/acc_check_real.py [--models llama gpt2 resnet] [--plant] [--workdir DIR]
     python benchmarks/acc_check_real.py --train llama       # the training script itself (what probe run runs)
 
-torchvision needs the shim of tests/clients/shim on PYTHONPATH (set here for the subprocesses).
+torchvision needs the shim of examples/shim on PYTHONPATH (set here for the subprocesses).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def train(name: str) -> None:
 
 
 def _env() -> dict[str, str]:
-    shim = str(ROOT / "tests" / "clients" / "shim")
+    shim = str(ROOT / "examples" / "shim")
     return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (shim, os.environ.get("PYTHONPATH")))),
             "COLUMNS": "200"}
 

@@ -49,7 +49,7 @@ from cases import BY_NAME, CASES, MODEL_VARIANTS, Case, judge  # noqa: E402
 SCRIPTS = {"gpt": HERE / "train.py", "llama": HERE / "hf_train.py"}
 #: transformers imports torchvision, whose registry wheels need two op schemas defined first with the CPU torch
 #: (ENVIRONMENT.md): the client tests' sitecustomize does it, and the scripts stay as they are
-SHIM = ROOT / "tests" / "clients" / "shim"
+SHIM = ROOT / "examples" / "shim"
 VARIANTS = ("same", "reordered", "f64-bench", "bf16")
 ANSWERS = ("compare", "compare/rank", "csv", "graph", "cmp+ref", "msprobe", "tensor")
 MSPROBE_PYTHON = "/tmp/msvenv/bin/python"

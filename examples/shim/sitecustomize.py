@@ -5,7 +5,8 @@ compiled ops cannot load with the CPU build of torch: ``import torchvision`` the
 registrations for ``torchvision::nms``. Where torchvision's compiled ops do not load, this defines the two op
 schemas before torchvision is imported, so that its pure-Python parts import (detection ops stay unavailable).
 ``make demo`` puts this folder on ``PYTHONPATH`` so that examples/train_demo.py stays exactly as a transformers
-user writes it. On a machine whose torchvision matches its torch it is not needed, and does nothing: the
+user writes it; so do the real-client tests (tests/clients) and the benchmarks that run timm, torchvision or
+transformers scripts. On a machine whose torchvision matches its torch it is not needed, and does nothing: the
 compiled ops load and no schema is defined. It runs only when something imports torchvision.
 """
 

@@ -109,7 +109,8 @@ CLIENTS = {c.name: c for c in [
 def client_env() -> dict[str, str]:
     """No hub access, one thread per run (two runs share the machine), the torchvision shim on the path."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(HERE / "shim"), str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    shim = str(ROOT / "examples" / "shim")
+    env["PYTHONPATH"] = os.pathsep.join([shim, str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
                OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONWARNINGS="ignore::DeprecationWarning")
     return env
