@@ -10,18 +10,24 @@ them: ``exit_after_last_step``), the bug (the first block's GELU switched to its
 ``tiny``: tests/locate/train_tiny.py, an 8-layer MLP of hidden 256 (batch 64), 8 steps, bug from step 5: a step
 costs next to nothing against the process start.
 
-Both ways run the bench and the target one after the other. The script prints wall and CPU seconds (every process
+Both ways run the bench and the target one after the other (so locate's stage-1 target run, one process, ends right
+after the step where it parts from the bench; stage 2 compares stage 1's L0 dumps and runs no training). The script
+prints wall and CPU seconds (every process
 it started and their children: user + sys) and bytes written, their ratios locate / full dump, each stage's share
 (from locate_summary.json, with its training runs) and the culprit both name. ``--split`` then reruns stages 3 and 4
 with ``--tensor-budget-mb 0`` (statistics, then the one API's tensors: two pairs of runs) on stages 1 and 2 reused,
 to compare with the one pair of runs stage 3 takes by default. ``--plain`` first times the bench without probe, one
-step and all steps (the process' fixed cost and a step's). On a loaded machine compare CPU, not wall.
+step and all steps (the process' fixed cost and a step's). ``--stage1-parts N`` only times what stage 1 adds to a
+run of N steps of the bench, with one torch thread (``OMP_NUM_THREADS=1``: CPU time then counts no thread spinning
+on a loaded box): plain, the monitor as stage 1 configures it, cheaper monitor configs (norms only; no Adam
+moments), and an L0 dump. On a loaded machine compare CPU, not wall.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import shutil
 import subprocess
@@ -39,11 +45,11 @@ MODELS = {  # script, its size arguments, script steps, monitored steps, bug fro
 }
 
 
-def measured(commands: list[list[str]]) -> tuple[float, float]:
+def measured(commands: list[list[str]], env: dict[str, str] | None = None) -> tuple[float, float]:
     """Wall and CPU seconds of running ``commands`` one after the other (each must succeed)."""
     before, wall = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
     for command in commands:
-        done = subprocess.run(command, capture_output=True, text=True)
+        done = subprocess.run(command, capture_output=True, text=True, env=env)
         if done.returncode:
             sys.exit(f"failed: {' '.join(command)}\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -70,6 +76,24 @@ def stages(summary: dict) -> None:
         row(f"  stage {name}", stage["seconds"], stage["cpu_seconds"], stage["bytes"], f"  ({runs} training runs)")
 
 
+def stage1_parts(bench: list[str], out: Path) -> None:
+    """What stage 1's monitor and L0 dump add to a plain run of ``bench``, one torch thread, each timed alone."""
+    from probe_locate.settings import L0_CONFIG, MONITOR_DEFAULTS
+
+    configs = {"monitor (stage 1's config)": ("monitor", MONITOR_DEFAULTS),
+               "monitor, norms only": ("monitor", MONITOR_DEFAULTS | {"ops": ["norm"]}),
+               "monitor, no Adam moments": ("monitor", MONITOR_DEFAULTS | {"mv_distribution": False}),
+               "L0 dump": ("statistics", L0_CONFIG)}
+    env = os.environ | {"OMP_NUM_THREADS": "1"}
+    row("plain", *measured([[sys.executable, *bench[1:]]], env), 0)
+    for number, (label, (task, config)) in enumerate(configs.items()):
+        path = out / f"config{number}.json"
+        path.write_text(json.dumps(config))
+        task_args = ["--task", "monitor"] if task == "monitor" else []
+        run = [PROBE, "run", *task_args, "-c", str(path), "--dump-path", str(out / f"run{number}"), *bench[1:]]
+        row(label, *measured([run], env), size(out / f"run{number}"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=MODELS, default="blocks")
@@ -78,11 +102,19 @@ def main() -> None:
     parser.add_argument("--bug-from", type=int)
     parser.add_argument("--split", action="store_true", help="then stages 3 and 4 again, two pairs of runs in stage 3")
     parser.add_argument("--plain", action="store_true", help="first time the bench without probe")
+    parser.add_argument("--stage1-parts", type=int, metavar="N",
+                        help="only time what stage 1's monitor and L0 dump add to N steps (one torch thread)")
     args = parser.parse_args()
     script, sizes, script_steps, steps, bug = MODELS[args.model]
     script_steps, steps, bug = args.script_steps or script_steps, args.steps or steps, args.bug_from or bug
     bench = [sys.executable, str(script), *sizes, "--steps", str(script_steps)]
     target = [*bench, "--gelu-tanh-from", str(bug)]
+    if args.stage1_parts:
+        print(f"model {args.model}: {' '.join(sizes)}; {args.stage1_parts} steps, OMP_NUM_THREADS=1")
+        print(f"{'':30}{'wall s':>10}{'CPU s':>10}{'bytes':>14}", flush=True)
+        with tempfile.TemporaryDirectory(prefix="locate_stage1_") as tmp:
+            stage1_parts([*bench[:-1], str(args.stage1_parts)], Path(tmp))
+        return
     print(f"model {args.model}: {' '.join(sizes)}; the script runs {script_steps} steps, locate monitors {steps} and "
           f"the full dump records {steps}; bug from step {bug}")
     print(f"{'':30}{'wall s':>10}{'CPU s':>10}{'bytes':>14}", flush=True)

@@ -22,10 +22,10 @@ PROBE = str(Path(sys.executable).parent / "probe")
 PY = sys.executable
 
 
-def locate(out: Path, *args: str) -> subprocess.CompletedProcess:
+def locate(out: Path, *args: str, parallel: bool = True) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PROBE_", "MONITOR_"))} | {"COLUMNS": "200"}
-    done = subprocess.run([PROBE, "locate", "-o", str(out), "--parallel", *args], env=env, capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run([PROBE, "locate", "-o", str(out), *(["--parallel"] if parallel else []), *args], env=env,
+                          capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     return done
 
@@ -67,15 +67,24 @@ def test_stage_findings(gelu):
     assert sorted(p.name for p in (tensors / "dump_tensor_data").iterdir()) == [
         "Functional.gelu.0.forward.input.0.pt", "Functional.gelu.0.forward.output.0.pt",
         "Module.1.GELU.forward.0.input.0.pt", "Module.1.GELU.forward.0.output.0.pt"]
-    # earlier steps ran without recording; the steps after the one recorded did not run (exit_after_last_step)
-    assert not (out / "stage2-l0" / "bench" / "step1").exists()
-    for log in ("stage2-l0/bench.log", "stage3-mix/target.log", "stage3-mix/bench.log"):
+    # stage 3: earlier steps ran without recording; the steps after the one recorded did not run (exit_after_last_step)
+    for log in ("stage3-mix/target.log", "stage3-mix/bench.log"):
         text = (out / log).read_text()
         assert "step 1: loss" in text and "step 2: loss" not in text and "step 3: loss" not in text, log
         assert "exit_after_last_step: the script ends after step 2" in text
     monitored = (out / "stage1-monitor" / "bench.log").read_text()  # steps 0-3 ran (the script prints after the
     assert "step 2: loss" in monitored and "step 4: loss" not in monitored  # update, so not step 3), 4 and 5 did not
     assert "the script ends after step 3, the last one stage 1 monitors" in monitored
+    assert "the dump recorded steps 0-3" in monitored
+    # stage 1's runs dumped L0 beside the monitor; stage 2 ran no training: it compares their step 2, hard-linked
+    for side in ("bench", "target"):
+        dumped, compared = out / "stage1-monitor" / side / "l0", out / "stage2-l0" / side
+        assert sorted(p.name for p in dumped.iterdir()) == [f"step{i}" for i in range(4)]
+        assert [p.relative_to(compared).as_posix() for p in compared.rglob("dump.json")] == ["step2/rank0/dump.json"]
+        linked = compared / "step2" / "rank0" / "dump.json"
+        assert linked.stat().st_ino == (dumped / "step2" / "rank0" / "dump.json").stat().st_ino
+    assert [line.split()[:2] for line in state(out, "stage2-l0")["ran"]] == [["probe", "compare"]]
+    assert state(out, "stage2-l0")["bytes"] < state(out, "stage1-monitor")["bytes"]  # the dumps count in stage 1
 
 
 def test_answer_names_the_call(gelu):
@@ -130,19 +139,26 @@ def test_backward_divergence_in_two_pairs(tmp_path):
 
 
 def test_update_divergence(tmp_path):
-    """lr x10 from step 2: the gradients agree, the update parts: stage 1 answers, no dump is made."""
+    """lr x10 from step 2: the gradients agree, the update parts: stage 1 answers, no further stage runs. The sides
+    run one after the other, so the target's run ends right after step 2, where it parts from the bench's (which ran
+    the 4 steps monitored)."""
     out = tmp_path / "out"
-    done = locate(out, "--bench", f"{PY} {SCRIPT} --steps 3", "--target", f"{PY} {SCRIPT} --steps 3 --lr-from 2",
-                  "--steps", "3")
+    done = locate(out, "--bench", f"{PY} {SCRIPT} --steps 5", "--target", f"{PY} {SCRIPT} --steps 5 --lr-from 2",
+                  parallel=False)
     answer = json.loads((out / "locate_summary.json").read_text())["answer"]
     assert (answer["kind"], answer["step"]) == ("update", 2), done.stdout
     assert "param_updated" in answer["text"]
     assert not (out / "stage2-l0").exists()
+    bench, target = ((out / "stage1-monitor" / f"{side}.log").read_text() for side in ("bench", "target"))
+    assert "the script ends after step 3, the last one stage 1 monitors" in bench
+    assert "the script ends after step 2: the run parts from the bench there (param_updated of" in target
+    assert "step 1: loss" in target and "step 2: loss" not in target  # the script prints after the update
+    assert sorted(p.name for p in (out / "stage1-monitor" / "target" / "l0").iterdir()) == ["step0", "step1", "step2"]
 
 
 def test_from_monitor_outputs_that_agree(gelu, tmp_path):
     """Two already-made monitor outputs (here one run's, twice): nothing parts, the funnel says so and stops."""
-    bench = gelu[0] / "stage1-monitor" / "bench"
+    bench = gelu[0] / "stage1-monitor" / "bench" / "monitor"
     out = tmp_path / "out"
     done = locate(out, "--bench-monitor", str(bench), "--target-monitor", str(bench))
     answer = json.loads((out / "locate_summary.json").read_text())["answer"]
@@ -159,21 +175,33 @@ def test_bad_input_is_one_clear_error(tmp_path):
     config.write_text(json.dumps({"stepz": 3}))
     with pytest.raises(ConfigError, match=r"locate.json: unknown key 'stepz'"):
         testing.command(["locate", "-c", config, "-o", tmp_path / "o"])
+    # stage 1's run task: its config names the monitor's config and the dump's, files beside it
+    task = tmp_path / "task.json"
+    task.write_text(json.dumps({"monitor": "missing.json"}))
+    with pytest.raises(ConfigError, match=r"task.json: key 'monitor': 'missing.json' is not a file beside the config"):
+        testing.command(["run", "--task", "locate-monitor", "-c", task, "--dump-path", tmp_path / "d", SCRIPT])
+    task.write_text(json.dumps({"monitor": "task.json", "compare_options": "--rtol 1e-4"}))
+    with pytest.raises(ConfigError, match=r"key 'compare_options': '--rtol 1e-4': must be a list of strings"):
+        testing.command(["run", "--task", "locate-monitor", "-c", task, "--dump-path", tmp_path / "d", SCRIPT])
 
 
 def test_two_ranks_under_torchrun(tmp_path):
-    """2 gloo ranks under torchrun, rank 1's GELU switched from step 1: stage 1 names rank 1, stage 2 records only
-    rank 1 at step 1, and every rank of the stage-2 runs ends after step 1 (none waits for another)."""
+    """2 gloo ranks under torchrun, rank 1's GELU switched from step 1: stage 1 names rank 1 (both ranks of each of its
+    runs end after the 2 steps monitored, none waiting for another, and dump L0 beside the monitor), stage 2 compares
+    rank 1 at step 1 alone. The sides run one after the other, but the target's run goes on to the last step
+    monitored: the ranks of a job would have to stop together."""
     out, torchrun = tmp_path / "out", Path(PY).with_name("torchrun")
     command = f"{torchrun} --standalone --nproc_per_node=2 {SCRIPT.with_name('train_ddp.py')}"
     done = locate(out, "--bench", command, "--target", f"{command} --gelu-tanh-from 1", "--steps", "2",
-                  "--stop-after", "l0")
+                  "--stop-after", "l0", parallel=False)
     monitor = state(out, "stage1-monitor")["finding"]
     assert (monitor["step"], monitor["rank"], monitor["quantity"]) == (1, 1, "grad_unreduced"), done.stdout
-    monitored = [p.name for p in (out / "stage1-monitor" / "target").iterdir() if p.is_dir()]
+    monitored = [p.name for p in (out / "stage1-monitor" / "target" / "monitor").iterdir() if p.is_dir()]
     assert sorted(name.split("rank")[1][:1] for name in monitored) == ["0", "1"]  # both ranks ran under probe
+    assert sorted(p.name for p in (out / "stage1-monitor" / "target" / "l0").glob("step1/rank*")) == ["rank0", "rank1"]
+    log = (out / "stage1-monitor" / "target.log").read_text()
+    assert log.count("the script ends after step 1, the last one stage 1 monitors") == 2 and "step 2: loss" not in log
+    assert not (out / "stage1-monitor" / "target" / "parted").exists()
     l0 = state(out, "stage2-l0")["finding"]
     assert (l0["name"], l0["step"], l0["rank_id"]) == ("Module.module.1.GELU.forward.0", 1, 1)
     assert sorted(p.name for p in (out / "stage2-l0" / "target").glob("step*/rank*")) == ["rank1"]
-    log = (out / "stage2-l0" / "target.log").read_text()
-    assert log.count("exit_after_last_step: the script ends after step 1") == 2 and "step 2: loss" not in log

@@ -70,9 +70,13 @@ def test_two_ranks_under_msrun(tmp_path):
                   "--steps", "2", "--stop-after", "monitor")
     monitor = state(out, "stage1-monitor")["finding"]
     assert (monitor["step"], monitor["rank"]) == (1, 1), done.stdout
-    folders = [p for p in (out / "stage1-monitor" / "target").iterdir() if p.is_dir() and any(p.iterdir())]
+    folders = [p for p in (out / "stage1-monitor" / "target" / "monitor").iterdir() if p.is_dir() and any(p.iterdir())]
     ranks = [p.name.split("rank")[1][:1] for p in folders]
     assert sorted(ranks) == ["0", "1"]  # both workers ran under probe (msrun's scheduler records nothing)
     for rank in (0, 1):
         log = (tmp_path / "target" / f"worker_{rank}.log").read_text()
         assert "the script ends after step 1, the last one stage 1 monitors" in log and "step 2: loss" not in log
+    # the L0 dump beside the monitor: both workers' ranks at both steps (msrun's scheduler records nothing)
+    dumped = sorted(p.relative_to(out / "stage1-monitor" / "target" / "l0").as_posix()
+                    for p in (out / "stage1-monitor" / "target" / "l0").glob("step*/rank*"))
+    assert dumped == ["step0/rank0", "step0/rank1", "step1/rank0", "step1/rank1"]

@@ -56,6 +56,12 @@ class TrainingCommand:
         launcher = tuple(tokens[:script]) or (sys.executable,)
         return cls(text, env, launcher, tokens[script], tuple(tokens[script + 1:]))
 
+    @property
+    def single_process(self) -> bool:
+        """Whether the script runs in one process: a ``python`` launcher (no ``-m``: ``python -m torch.distributed.run``
+        starts ranks), not ``torchrun``/``msrun``."""
+        return Path(self.launcher[0]).name.startswith("python") and "-m" not in self.launcher
+
     def under_probe(self, probe_args: list[str]) -> list[str]:
         """The command with ``probe run PROBE_ARGS`` in front of the script."""
         return [*self.launcher, probe_executable(), "run", *probe_args, self.script, *self.args]

@@ -31,5 +31,6 @@ def _window():
 
 @hookimpl
 def probe_run_tasks() -> list[RunTaskSpec]:
-    return [RunTaskSpec("locate-monitor", "probe locate's stage 1: the monitor, the script ending after the steps it "
-                        "records (-c monitor_config.json)", _window)]
+    return [RunTaskSpec("locate-monitor", "probe locate's stage 1: the monitor and an L0 dump in the same run, the "
+                        "script ending after the steps monitored (-c config.json: {\"monitor\": FILE, \"dump\": "
+                        "FILE})", _window)]

@@ -19,6 +19,8 @@ STAGE_NAMES = tuple(name for name, _ in STAGES)
 
 #: the monitor config stage 1 runs with: the update chain (weight gradients, parameters, optimizer moments)
 MONITOR_DEFAULTS = {"wg_distribution": True, "param_distribution": True, "mv_distribution": True}
+#: what stage 1 dumps in the same runs as the monitor, every step they run: stage 2 compares the step where they part
+L0_CONFIG = {"task": "statistics", "level": "L0"}
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,7 @@ class Settings:
         common = {"bench": self.bench, "target": self.target, "framework": self.framework, "rank": self.rank}
         if stage == "monitor":
             return common | {"bench_monitor": self.bench_monitor, "target_monitor": self.target_monitor,
-                             "steps": self.steps, "monitor": self.monitor_config, "rtol": self.rtol,
+                             "steps": self.steps, "monitor": self.monitor_config, "dump": L0_CONFIG, "rtol": self.rtol,
                              "noise_factor": self.noise_factor}
         if stage == "l0":
             return common | {"bench_dump": self.bench_dump, "target_dump": self.target_dump}

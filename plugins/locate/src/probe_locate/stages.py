@@ -1,8 +1,12 @@
 """The funnel's first three stages, each through probe's own commands and read back from the files they write.
 
-1. ``monitor``: ``probe run --task monitor`` on both commands (the first ``steps`` steps), ``probe monitor compare``:
-   the first step, rank and quantity where the runs part (or an answer: they agree, the update parts first).
-2. ``l0``: ``probe run`` at L0 of that step and rank only, ``probe compare``: the first module that adds error.
+1. ``monitor``: ``probe run --task locate-monitor`` on both commands (the first ``steps`` steps: the monitor and an
+   L0 statistics dump in the same runs; run one after the other, a single-process target ends at the first step
+   where it parts from the bench), ``probe monitor compare``: the first step, rank and quantity where the runs part
+   (or an answer: they agree, the update parts first).
+2. ``l0``: ``probe compare`` of stage 1's L0 dumps of that step and rank only (hard-linked into the stage's folder;
+   ``probe run`` at L0 of that step when stage 1 compared monitor outputs the user gave): the first module that adds
+   error.
 3. ``mix``: ``probe run`` with statistics at level mix, ``scope`` limited to that module (its forward; for a backward
    divergence from its forward to its backward), ``probe compare``: the API that adds error; then ``probe run`` in
    tensor mode of that one call only (``list``), ``probe compare``: its real inputs and outputs (``OUT/stage3-mix/
@@ -11,8 +15,8 @@
    when its tensors are estimated at ``tensor_budget_mb`` or less (``module_bytes``). The finding's ``tensors``
    names the subfolder with the replay's tensors.
 
-The runs of stages 2 and 3 record one step and rank and end right after that step (``exit_after_last_step``): the
-steps before it run unrecorded, the ones after it do not run.
+The runs of stage 3 record one step and rank and end right after that step (``exit_after_last_step``): the steps
+before it run unrecorded, the ones after it do not run.
 
 A stage returns its finding: ``found`` (one line) and what the next stage needs, or ``answer`` (``kind``, ``text``)
 when the funnel ends there.
@@ -22,13 +26,14 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
 from probe_core.api import DumpError, ProbeError, counterpart, direction, is_module, is_params_grad
 from probe_locate.launch import Cost, TrainingCommand, probe_command, run_training
-from probe_locate.settings import Settings
-from probe_locate.window import NAME as WINDOW_TASK
+from probe_locate.settings import L0_CONFIG, Settings
+from probe_locate.window import DUMP, MONITOR, NAME as WINDOW_TASK
 
 #: monitor quantities after the gradients along the update chain: a run that parts there first parts in the update
 UPDATE_QUANTITIES = ("grad_norm", "exp_avg", "exp_avg_sq", "param_updated")
@@ -106,14 +111,20 @@ def answer(kind: str, text: str, **extra: Any) -> dict[str, Any]:
 
 def monitor(ctx: Context, previous: dict[str, Any]) -> dict[str, Any]:
     s = ctx.settings
+    options = [*(["--rank", s.rank] if s.rank is not None else []), *(["--rtol", s.rtol] if s.rtol is not None else []),
+               *(["--noise-factor", s.noise_factor] if s.noise_factor is not None else [])]
     if s.bench_monitor:
         target, bench = Path(s.target_monitor), Path(s.bench_monitor)
     elif s.bench:
-        target, bench = ctx.run_both(["--task", WINDOW_TASK], s.monitor_config)
+        (ctx.folder / "monitor_config.json").write_text(json.dumps(s.monitor_config, indent=1))
+        (ctx.folder / "l0_config.json").write_text(json.dumps(L0_CONFIG, indent=1))
+        config = {"monitor": "monitor_config.json", "dump": "l0_config.json"}
+        target_config = config | ({"parted_from": f"bench/{MONITOR}", "compare_options": [str(o) for o in options]}
+                                  if _stops_when_parted(ctx) else {})
+        target, bench = (side / MONITOR for side in ctx.run_both(["--task", WINDOW_TASK], target_config,
+                                                                 bench_config=config))
     else:
         return {"found": "skipped: no commands and no monitor outputs (starting from the dumps)", "skipped": True}
-    options = [*(["--rank", s.rank] if s.rank is not None else []), *(["--rtol", s.rtol] if s.rtol is not None else []),
-               *(["--noise-factor", s.noise_factor] if s.noise_factor is not None else [])]
     ctx.probe("monitor", "compare", target, bench, "-o", ctx.folder / "compare", "--no-xlsx", *options)
     summary = ctx.summary("compare")
     first = summary.get("first_divergence")
@@ -133,6 +144,12 @@ def monitor(ctx: Context, previous: dict[str, Any]) -> dict[str, Any]:
     return {"found": f"the runs part at {where}", "step": step, "rank": rank, "quantity": quantity, "name": name}
 
 
+def _stops_when_parted(ctx: Context) -> bool:
+    """Whether the target's stage-1 run ends at the first step where it parts from the bench's: the bench runs first
+    (not ``parallel``) and the target is one process (the ranks of a job would have to stop together)."""
+    return not ctx.settings.parallel and ctx.commands()["target"].single_process
+
+
 def one_step(step: int, rank: int) -> dict[str, Any]:
     """The config keys that record only ``step`` on ``rank`` and end the run right after that step."""
     return {"step": [step], "rank": [rank], "exit_after_last_step": True}
@@ -142,9 +159,10 @@ def l0(ctx: Context, previous: dict[str, Any]) -> dict[str, Any]:
     s, found = ctx.settings, previous.get("monitor", {})
     if s.bench_dump:
         target, bench = Path(s.target_dump), Path(s.bench_dump)
-    elif s.bench and "step" in found:
-        step, rank = found["step"], found["rank"]
-        target, bench = ctx.run_both([], {"task": "statistics", "level": "L0", **one_step(step, rank)})
+    elif s.bench and "step" in found and _dumped(ctx, found["step"], found["rank"]):
+        target, bench = (_link_step(ctx, side, found["step"], found["rank"]) for side in ("target", "bench"))
+    elif s.bench and "step" in found:  # stage 1 compared monitor outputs the user gave: no dump beside them
+        target, bench = ctx.run_both([], {**L0_CONFIG, **one_step(found["step"], found["rank"])})
     else:
         raise ProbeError("probe locate: stage l0 needs the step where the runs part and the two commands (--bench, "
                          "--target), or two dumps (--bench-dump, --target-dump)")
@@ -159,6 +177,32 @@ def l0(ctx: Context, previous: dict[str, Any]) -> dict[str, Any]:
                        f"accumulation): {first['name']} ({first['reason']})", step=first["step"])
     return {"found": f"{first['name']} adds error first (step {first['step']}, rank {first['rank_id']}): "
                      f"{first['reason']}", **first}
+
+
+def _stage1_step(ctx: Context, side: str, step: int, rank: int) -> Path:
+    return ctx.folder.parent / "stage1-monitor" / side / DUMP / f"step{step}" / f"rank{rank}"
+
+
+def _dumped(ctx: Context, step: int, rank: int) -> bool:
+    """Whether stage 1's runs dumped ``step`` on ``rank`` on both sides."""
+    return all((_stage1_step(ctx, side, step, rank) / "dump.json").is_file() for side in ("bench", "target"))
+
+
+def _link_step(ctx: Context, side: str, step: int, rank: int) -> Path:
+    """``OUT/stage2-l0/SIDE``: stage 1's L0 dump of ``step`` on ``rank`` alone, its files hard-linked (written once,
+    by stage 1); the folder to compare."""
+    source, folder = _stage1_step(ctx, side, step, rank), ctx.folder / side
+    for file in source.rglob("*"):
+        copy = folder / f"step{step}" / f"rank{rank}" / file.relative_to(source)
+        if file.is_dir():
+            copy.mkdir(parents=True, exist_ok=True)
+            continue
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            copy.hardlink_to(file)
+        except OSError:  # a file system without hard links: a copy
+            shutil.copy2(file, copy)
+    return folder
 
 
 def dump_json(side: Path, step: int, rank: int) -> Path:

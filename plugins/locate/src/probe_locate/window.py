@@ -1,22 +1,42 @@
-"""Stage 1's run task, ``probe run --task locate-monitor -c monitor_config.json``: the monitor's run task, and
-the script ends right after the last step the monitor records (``start_step + (collect_times - 1) *
-step_interval``), so the steps after the monitored window do not run.
+"""Stage 1's run task, ``probe run --task locate-monitor -c config.json --dump-path OUT train.py``: the monitor and
+an L0 statistics dump in the same run, and the script ends right after the last step the monitor records
+(``start_step + (collect_times - 1) * step_interval``), so the steps after the monitored window do not run.
 
-The monitor is used through the registry's ``monitor`` run task (probe-monitor), unchanged; what ends a step is
-counted after the monitor has seen it, for the optimizer that steps first (the one the monitor watches), and
-``SystemExit(0)`` is raised after the last one, on every rank at the same step (none is left waiting in a
-collective). PyTorch: an optimizer step post-hook registered after the monitor's. MindSpore (PyNative): the optimizer
-cell's call, through ``nn.Cell.__call__`` wrapped over the monitor's own wrapper (restored on close).
+``config.json`` names two files, relative to its own folder: ``{"monitor": "monitor_config.json", "dump":
+"l0_config.json"}``: the monitor's config (msprobe's monitor_config.json keys) and a probe run config (config.json
+keys; ``dump_path`` is set here). The monitor writes to ``OUT/monitor``, the dump to ``OUT/l0`` (``step{N}/rank{R}``:
+what ``probe run -c l0_config.json`` writes). Without ``"dump"`` only the monitor runs. With ``"parted_from":
+"bench/monitor"`` (a finished run's monitor output) and ``"compare_options"`` (``probe monitor compare``'s ``--rtol``,
+...), each step ends with ``probe monitor compare`` of the steps so far against it (in ``OUT/parted``), and the script
+ends after the first step where the two part: a single process only (every rank of a job would have to stop at the
+same step).
+
+The monitor is used through the registry's ``monitor`` run task (probe-monitor), unchanged; the dump is the
+framework's ``PrecisionDebugger`` (probe-core's public ``PrecisionDebuggerBase``) started as ``probe run`` starts its
+collector: each step begins at the model's first forward and ends at the optimizer's step. What ends the script is
+counted after the monitor and the dump have seen the step, for the optimizer that steps first (the one the monitor
+watches), and ``SystemExit(0)`` is raised after the last one, on every rank at the same step (none is left waiting
+in a collective). PyTorch: an optimizer step post-hook registered after theirs. MindSpore (PyNative): the optimizer
+cell's call, through ``nn.Cell.__call__`` wrapped over their wrappers (restored on close).
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import json
 import sys
+from pathlib import Path
 from typing import Any
 
-from probe_core.api import PluginError, RunRequest, read_config
+from probe_core.api import (ConfigError, PluginError, PrecisionDebuggerBase, RunRequest, human_size, read_config,
+                            run_command)
 
 NAME = "locate-monitor"
+#: the keys of the run task's config.json naming a file relative to the config's folder, and the others
+FILES, OTHERS = ("monitor", "dump"), ("parted_from", "compare_options")
+#: the side's output folder holds the monitor's output, the dump and the check against the bench in these subfolders
+MONITOR, DUMP, PARTED = "monitor", "l0", "parted"
 
 
 def steps_to_run(config: dict[str, Any]) -> int:
@@ -24,17 +44,50 @@ def steps_to_run(config: dict[str, Any]) -> int:
     return config.get("start_step", 0) + (config["collect_times"] - 1) * config.get("step_interval", 1) + 1
 
 
+def read_task_config(path: str | None) -> dict[str, Any]:
+    """``config.json`` (``path``): its files and folders as paths (each must exist), ``compare_options`` as is."""
+    if path is None:
+        raise ConfigError(f"probe run --task {NAME}: give -c config.json naming the monitor's config: "
+                          '{"monitor": "monitor_config.json", "dump": "l0_config.json"}')
+    raw = read_config(path)
+    if not isinstance(raw, dict) or "monitor" not in raw or set(raw) - set(FILES + OTHERS):
+        raise ConfigError(f"{path}: probe run --task {NAME} takes {{\"monitor\": FILE, \"dump\": FILE, "
+                          f"\"parted_from\": FOLDER, \"compare_options\": [...]}} (paths relative to the config's "
+                          f"folder; all but \"monitor\" optional), got keys {sorted(raw)}")
+    values = {}
+    for key, name in raw.items():
+        if key == "compare_options":
+            if not isinstance(name, list) or not all(isinstance(option, str) for option in name):
+                raise ConfigError(f"{path}: key 'compare_options': {name!r}: must be a list of strings "
+                                  '(probe monitor compare\'s options: ["--rtol", "3e-05"])')
+            values[key] = name
+            continue
+        found = Path(path).parent / name if isinstance(name, str) else None
+        if found is None or not (found.is_file() if key in FILES else found.is_dir()):
+            what = "file" if key in FILES else "folder (a finished run's monitor output)"
+            raise ConfigError(f"{path}: key {key!r}: {name!r} is not a {what} beside the config; write it there "
+                              "and name it")
+        values[key] = found
+    return values
+
+
 class MonitorWindow:
-    """The monitor's handle and the hook that ends the script after ``steps_to_run`` steps."""
+    """The monitor's handle, the L0 dump, and the hook that ends the script after ``steps_to_run`` steps."""
 
     def __init__(self, request: RunRequest) -> None:
         monitor = request.registry.family("run_tasks").get("monitor")
         if monitor is None:
             raise PluginError(f"probe run --task {NAME} needs the run task 'monitor' (probe-monitor); install and "
                               "enable it (probe plugins lists run_tasks)")
-        self.steps, self.optimizer, self.hook = steps_to_run(read_config(request.config)), None, None
-        self.done = 0
-        self.inner = monitor.load()(request)
+        config = read_task_config(request.config)
+        self.output, self.registry = Path(request.output or "locate_monitor_output"), request.registry
+        self.steps, self.done = steps_to_run(read_config(config["monitor"])), 0
+        self.optimizer, self.hook, self.dump = None, None, None
+        self.parted_from, self.compare_options = config.get("parted_from"), config.get("compare_options", [])
+        self.inner = monitor.load()(dataclasses.replace(request, config=str(config["monitor"]),
+                                                        output=str(self.output / MONITOR)))
+        if "dump" in config:
+            self.dump = _dump(request, config["dump"], self.output / DUMP)
         if request.framework == "pytorch":
             from torch.optim.optimizer import register_optimizer_step_post_hook
 
@@ -52,16 +105,51 @@ class MonitorWindow:
             print(f"probe locate: the script ends after step {self.done - 1}, the last one stage 1 monitors",
                   file=sys.stderr)
             raise SystemExit(0)
+        parted = self._parted()
+        if parted is not None:
+            print(f"probe locate: the script ends after step {self.done - 1}: the run parts from the bench there "
+                  f"({parted['quantity']} of {parted['name']}, step {parted['step']}, rank {parted['rank']})",
+                  file=sys.stderr)
+            raise SystemExit(0)
+
+    def _parted(self) -> dict[str, Any] | None:
+        """``probe monitor compare`` of the steps so far against ``parted_from``: its first divergence, if any."""
+        if self.parted_from is None:
+            return None
+        out = self.output / PARTED
+        out.mkdir(parents=True, exist_ok=True)
+        argv = ["monitor", "compare", self.output / MONITOR, self.parted_from, "-o", out, "--no-xlsx",
+                *self.compare_options]
+        with open(out / "compare.log", "a") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+            run_command(argv, self.registry)
+        return json.loads((out / "summary.json").read_text()).get("first_divergence")
 
     def close(self, exit_code: int = 0) -> None:
         if self.hook is not None:
             self.hook.remove()
-        self.inner.close(exit_code)
+        try:
+            if self.dump is not None:
+                summary = self.dump.close()
+                steps = f"steps {min(summary.steps)}-{max(summary.steps)}" if summary.steps else "NO step"
+                print(f"probe locate: the dump recorded {steps}, {summary.entries} entries, "
+                      f"{human_size(summary.bytes)} in {summary.dump_path}", file=sys.stderr)
+        finally:
+            self.inner.close(exit_code)
+
+
+def _dump(request: RunRequest, config: Path, dump_path: Path) -> PrecisionDebuggerBase:
+    """The framework's collector on ``config``, started as ``probe run`` starts it (steps end at the optimizer's
+    step, each starts at the model's first forward)."""
+    debugger_class = type("LocateDump", (PrecisionDebuggerBase,), {"framework": request.framework})
+    debugger = debugger_class(str(config), registry=request.registry, auto_step=True, dump_path=str(dump_path),
+                              overwrite=request.overwrite or None)
+    debugger.collector.start(None, from_first_forward=True)
+    return debugger
 
 
 class _MindSporeStepHook:
     """Calls ``after_step(optimizer)`` after each call of a ``mindspore.nn.Optimizer`` cell (a step), by wrapping
-    ``nn.Cell.__call__`` as it is now (the monitor's wrapper); ``remove`` puts that one back."""
+    ``nn.Cell.__call__`` as it is now (the monitor's and the collector's wrappers); ``remove`` puts that one back."""
 
     def __init__(self, after_step: Any) -> None:
         from mindspore import nn
