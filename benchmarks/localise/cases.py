@@ -51,8 +51,9 @@ class Case:
         return self.name.removeprefix(f"{self.model}_") if self.model != "gpt" else self.name
 
 
-#: the variants each model's training script has (the Llama one has no permuted ``reordered`` bench)
-MODEL_VARIANTS = {"gpt": ("same", "reordered", "f64-bench", "bf16"), "llama": ("same", "f64-bench", "bf16")}
+#: the variants each model's training script has
+MODEL_VARIANTS = {"gpt": ("same", "reordered", "f64-bench", "bf16"),
+                  "llama": ("same", "reordered", "f64-bench", "bf16")}
 
 
 CASES: tuple[Case, ...] = (
