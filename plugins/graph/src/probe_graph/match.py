@@ -9,6 +9,11 @@ bench_attr}}`` (the class is the parent module's, target side); APIs under
 matched modules pair in call order by their name, mapped through the built-in
 MindSpore->PyTorch table when the two dumps' frameworks differ, then by op
 name alone (``Mint.mean`` with ``Tensor.mean``).
+
+In every mode the ``Apis_Between_Modules`` groups are the viewer's, not the dump's: the calls in them pair as if
+they sat directly under the parent, so a call one side grouped (with top-level calls only the other side made:
+the bench's gradient clipping before ``optimizer``) still finds its partner, as ``probe compare`` pairs it. A group
+then pairs with the other side's group that holds the partner of its first paired call.
 """
 
 from __future__ import annotations
@@ -104,15 +109,45 @@ def _pair_in_order(targets: list[Node], benches: list[Node], key_t: Callable[[No
     return left, [b for b in benches if id(b) not in taken]
 
 
+def _ungrouped(children: list[Node]) -> list[Node]:
+    """``children`` with each ``Apis_Between_Modules`` group replaced by the calls in it (call order kept)."""
+    out: list[Node] = []
+    for child in children:
+        if child.kind == NodeKind.API_GROUP:
+            out.extend(child.children)
+        else:
+            out.append(child)
+    return out
+
+
+def _pair_groups(target: Node, pairs: list[tuple[Node, Node]]) -> None:
+    """Pair each target group with the bench group that holds the partner of its first paired call."""
+    partner = {id(t): b for t, b in pairs}
+    taken: set[int] = set()
+    for group in (child for child in target.children if child.kind == NodeKind.API_GROUP):
+        other = next((partner[id(c)].parent for c in group.children if id(c) in partner), None)
+        if other is not None and other.kind == NodeKind.API_GROUP and id(other) not in taken:
+            taken.add(id(other))
+            pairs.append((group, other))
+
+
 def _pair_children(target: Node, bench: Node, key: KeyFn, fuzzy: bool, pairs: list[tuple[Node, Node]],
                    name_map: NameMap | None = None, by_layer: bool = False) -> None:
+    found: list[tuple[Node, Node]] = []
+    _pair_calls(_ungrouped(target.children), _ungrouped(bench.children), key, fuzzy, found, name_map, by_layer)
+    _pair_groups(target, found)
+    pairs.extend(found)
+
+
+def _pair_calls(targets: list[Node], benches: list[Node], key: KeyFn, fuzzy: bool, pairs: list[tuple[Node, Node]],
+                name_map: NameMap | None, by_layer: bool) -> None:
     if fuzzy:
-        _pair_in_order(target.children, bench.children, without_count_of, without_count_of, pairs)
+        _pair_in_order(targets, benches, without_count_of, without_count_of, pairs)
         return
     is_api = lambda node: node.kind == NodeKind.API  # noqa: E731
-    others = [child for child in bench.children if not (by_layer and is_api(child))]
+    others = [child for child in benches if not (by_layer and is_api(child))]
     by_key = {key(child, False): child for child in others}
-    for child in target.children:
+    for child in targets:
         if by_layer and is_api(child):
             continue
         other = by_key.get(key(child, True))
@@ -120,8 +155,7 @@ def _pair_children(target: Node, bench: Node, key: KeyFn, fuzzy: bool, pairs: li
             pairs.append((child, other))
     if by_layer:  # APIs under matched modules: by mapped name in call order, then by op name (Mint.mean ~ Tensor.mean)
         mapped, op_only = _api_keys(name_map)
-        left_t, left_b = _pair_in_order([c for c in target.children if is_api(c)],
-                                        [c for c in bench.children if is_api(c)],
+        left_t, left_b = _pair_in_order([c for c in targets if is_api(c)], [c for c in benches if is_api(c)],
                                         lambda n: mapped(n, True), lambda n: mapped(n, False), pairs)
         _pair_in_order(left_t, left_b, op_only, op_only, pairs)
 

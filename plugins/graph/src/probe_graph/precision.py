@@ -66,7 +66,7 @@ def score_graphs(target: Graph, bench: Graph, mode: DataMode | None, comparators
                  rules: str = "noise") -> tuple[dict[str, NodeMetrics], list[EntryFacts]]:
     """Set ``precision_index`` on matched nodes of both sides from the rules; return the target side's shown
     metrics (plain nodes' as :class:`MetricValues`, shown when their rows are made) and the judge's facts of
-    the target's nodes in execution order.
+    the target's nodes in execution order, then those of the bench's unmatched nodes (:func:`_bench_only_facts`).
 
     ``mode`` ``None`` compares structure only (task ``structure``): every matched node passes.
     """
@@ -89,7 +89,24 @@ def score_graphs(target: Graph, bench: Graph, mode: DataMode | None, comparators
         for dump in (target_dump, bench_dump):
             if dump is not None:
                 dump.close()
+    if mode is not None:
+        facts.extend(_bench_only_facts(bench, mode))
     return metrics, facts
+
+
+def _bench_only_facts(bench: Graph, mode: DataMode) -> Iterator[EntryFacts]:
+    """The facts of the bench's nodes with no target partner, as ``probe compare`` gives its bench-only entries:
+    side ``bench``, index ``-1 - k`` where ``k`` counts the bench's judged nodes (paired or not) before it in the
+    bench's order, so the judge puts each where the bench made it."""
+    judged = 0
+    for node in sorted(bench.nodes.values(), key=attrgetter("order")):
+        other = node.matched
+        if other is None and (node.inputs or node.outputs):
+            parent = node.parent.name if node.parent is not None else None
+            yield entry_facts(node.name, -1 - judged, parent, "unmatched", [], mode, "bench")
+        elif other is None or not _has_tensors(other):
+            continue
+        judged += 1
 
 
 def _has_tensors(node: Node) -> bool:

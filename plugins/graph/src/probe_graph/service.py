@@ -57,7 +57,7 @@ class JobResult:
     mode: str = ""  # the data mode the graphs were compared in; STRUCTURE_TASK; "" for a build
     step: int = 0
     rank: int = 0
-    facts: list[EntryFacts] = field(default_factory=list)  # the judge's facts of the target's nodes
+    facts: list[EntryFacts] = field(default_factory=list)  # the judge's facts: target nodes, then bench-only ones
 
 
 def _side(folders: Sequence[RankFolder], source: str, layout: Layout | None, step: int, rank: int,
