@@ -109,8 +109,11 @@ def write_tensor_dump(folder: Path, tensors: int, elements: int, perturb: bool) 
 
 
 def measure(command: list[str]) -> tuple[float, int, float]:
-    """(wall seconds, peak RSS in bytes, CPU seconds) of one command; exits on failure."""
-    proc = subprocess.run([sys.executable, "-c", WRAPPER, *command], capture_output=True, text=True)
+    """(wall seconds, peak RSS in bytes, CPU seconds) of one command; exits on failure. Python's bytecode cache
+    is on, as installed tools run (an inherited ``PYTHONDONTWRITEBYTECODE`` would have probe, installed
+    editable, compile its sources on every run while msprobe's site-packages hold theirs)."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    proc = subprocess.run([sys.executable, "-c", WRAPPER, *command], capture_output=True, text=True, env=env)
     parts = proc.stdout.split()
     if proc.returncode or not parts or parts[0] != "0":
         sys.exit(f"failed: {' '.join(command)}\n{proc.stdout}\n{proc.stderr}")
