@@ -86,8 +86,16 @@ def _mapping(value):
     return load_layer_mapping(value)
 
 
-def run(args: argparse.Namespace) -> int:
+def _reference(paths: list[str] | None, bench: str) -> tuple[Path, Path] | None:
+    """The --noise-reference pair, or None (the compare pipeline that reads it is imported only then)."""
+    if not paths:
+        return None
     from probe_core.api import reference_pair
+
+    return reference_pair(paths, bench)
+
+
+def run(args: argparse.Namespace) -> int:
     from probe_graph.service import GraphOptions, run_graph
     from probe_graph.summary import print_summary
 
@@ -115,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     if args.file_type == "json" and (layouts is None or bench is not None):
         raise GraphError("--file_type json writes merged graphs: it needs a build (no -gp) with --rank_size "
                          "(and --tp/--pp/--vpp); drop it to write the .vis.db")
-    reference = reference_pair(args.noise_reference, bench) if args.noise_reference else None
+    reference = _reference(args.noise_reference, bench)
     options = GraphOptions(overflow=args.overflow, fuzzy=args.fuzzy, rules=args.rules, layer_mapping=_mapping(args.layer_mapping),
                            layouts=layouts, json_dir=args.output if args.file_type == "json" else None,
                            tensor_log=args.tensor_log, progress_log=args.progress_log, noise_reference=reference,

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -254,19 +256,30 @@ def _log_progress(options: GraphOptions, job: GraphJob, done: int, total: int) -
               flush=True)
 
 
-def _execute(jobs: list[GraphJob], options: GraphOptions, choice: ExecutorChoice, registry: Any,
-             progress: bool) -> list[JobResult]:
+@contextmanager
+def _progress_bar(total: int, shown: bool) -> Iterator[Callable[[], None]]:
+    """A transient bar of the graphs built, on a terminal; its advance function. Elsewhere (output to a pipe
+    or a file, where the bar would show nothing) no bar at all: rich's refresh thread stays unstarted."""
+    if not shown or sys.stdout is None or not sys.stdout.isatty():
+        yield lambda: None
+        return
     from rich.progress import Progress
 
+    with Progress(transient=True) as bar:
+        task = bar.add_task("building graphs", total=total)
+        yield lambda: bar.advance(task)
+
+
+def _execute(jobs: list[GraphJob], options: GraphOptions, choice: ExecutorChoice, registry: Any,
+             progress: bool) -> list[JobResult]:
     if choice.kind == "local":
         choice = dataclasses.replace(choice, workers=max(1, min(choice.workers, os.cpu_count() or 1)))
     n = len(jobs)
-    with Progress(transient=True, disable=not progress) as bar, job_executor(choice, n) as executor:
-        task = bar.add_task("building graphs", total=n)
+    with _progress_bar(n, progress) as advance, job_executor(choice, n) as executor:
         results = []
         for job, result in zip(jobs, run_jobs(executor, _run_job_in_worker, jobs, [options] * n,
                                               [registry_ref(registry)] * n)):
             results.append(result)
-            bar.advance(task)
+            advance()
             _log_progress(options, job, len(results), n)
         return results
