@@ -50,6 +50,20 @@ def test_dtype_facts_by_identity_answer_as_the_dtypes_themselves():
     assert ops.describe(x.astype(ms.bfloat16))["dtype"] == "BFloat16"
 
 
+def test_statistics_follow_their_own_tensors_dtype_whatever_was_described_before():
+    """describe() hands the dtype facts of the tensor it described to the stats() that follows: a stats() of
+    another tensor (an integer one after a float one, and back) still reads its own dtype."""
+    ops = MindSporeTensorOps()
+    floats = ms.Tensor(np.array([1.5, -2.0, 4.0], np.float32))
+    ints = ms.Tensor(np.array([3, -1, 7], np.int32))
+    ops.describe(floats)
+    got_ints = ops.fetch_stats([ops.stats(ints)])[0]
+    ops.describe(ints)
+    got_floats = ops.fetch_stats([ops.stats(floats)])[0]
+    assert got_ints == (7.0, -1.0, 3.0, math.sqrt(59.0))
+    assert got_floats == (4.0, -2.0, 3.5 / 3, math.sqrt(22.25))
+
+
 @pytest.mark.parametrize("device_stats", [False, True], ids=["host", "device"])
 def test_both_paths_give_the_exact_statistics(device_stats, monkeypatch):
     tensors = _tensors()

@@ -146,12 +146,17 @@ class MindSporeTensorOps(TensorOps):
     def __init__(self, device_stats: bool = False) -> None:
         self.device_stats = device_stats
         self._seen: dict[int, tuple[ms.Tensor, Any]] = {}
+        self._described: tuple[Any, DtypeFacts | None] = (None, None)  # the tensor describe() saw last, its facts
 
     def is_tensor(self, value: Any) -> bool:
         return isinstance(value, ms.Tensor)
 
     def describe(self, tensor: ms.Tensor) -> dict[str, Any]:
-        return {"type": "mindspore.Tensor", "dtype": dtype_facts(tensor.dtype).name, "shape": list(tensor.shape)}
+        dtype = tensor.dtype
+        hit = _FACTS.get(id(dtype))  # dtype_facts(dtype) without the call: every recorded tensor comes here
+        facts = hit[1] if hit is not None and hit[0] is dtype else dtype_facts(dtype)
+        self._described = (tensor, facts)  # stats() of the same tensor follows at once: its facts are known
+        return {"type": "mindspore.Tensor", "dtype": facts.name, "shape": list(tensor.shape)}
 
     def requires_grad(self, tensor: ms.Tensor) -> None:
         """MindSpore tensors carry no such flag (PyNative decides at the grad call): unknown."""
@@ -160,31 +165,32 @@ class MindSporeTensorOps(TensorOps):
     def new_batch(self) -> None:
         """Forget cached statistics (each flush, and before every in-place call)."""
         self._seen = {}
+        self._described = (None, None)
 
     def stats(self, tensor: ms.Tensor) -> Any:
-        """A statistics handle, made once per tensor object and batch (a call's output is the next one's input)."""
-        hit = self._seen.get(id(tensor))
+        """A statistics handle, made once per tensor object and batch (a call's output is the next one's input):
+        a float tensor's in host memory at once by the kernel (a dense block; memory_stats works out a strided
+        view's rows), on an accelerator by MindSpore ops, the rest (and what the kernel declines) by numpy."""
+        key = id(tensor)
+        hit = self._seen.get(key)
         if hit is not None and hit[0] is tensor:
             return hit[1]
-        handle = self._start(tensor)
-        self._seen[id(tensor)] = (tensor, handle)
+        described, facts = self._described
+        if described is not tensor:
+            facts = dtype_facts(tensor.dtype)
+        kind, size, handle = facts.kind, tensor.size, None
+        if kind is not None and size:
+            if self.device_stats or tensor.device != "CPU":
+                handle = ("d", *launch_stats(tensor))
+            else:
+                values = fused_stats(tensor.data_ptr(), size, kind) if tensor.is_contiguous() \
+                    else memory_stats(tensor, kind, size)
+                handle = None if values is None else ("h", values)
+        if handle is None and not facts.is_complex:
+            values = host_stats(to_numpy(tensor))
+            handle = None if values is None else ("h", values)
+        self._seen[key] = (tensor, handle)
         return handle
-
-    def _start(self, tensor: ms.Tensor) -> Any:
-        facts = dtype_facts(tensor.dtype)
-        kind = facts.kind
-        if kind is not None:
-            size = tensor.size
-            if size:
-                if self.device_stats or tensor.device != "CPU":
-                    return ("d", *launch_stats(tensor))
-                values = memory_stats(tensor, kind, size)
-                if values is not None:
-                    return ("h", values)
-        if facts.is_complex:
-            return None
-        values = host_stats(to_numpy(tensor))
-        return None if values is None else ("h", values)
 
     def fetch_stats(self, handles: list[Any]) -> list[tuple[Any, Any, Any, Any] | None]:
         """The batch's values; the device reductions of each float type come with one ``asnumpy``."""
