@@ -6,9 +6,12 @@ float32 elements, .pt files), times ``probe compare`` on each (CSV only, and
 with the XLSX too), and — when ``msprobe`` (mindstudio-probe) is found —
 ``msprobe compare`` on the same pairs in the same run, then prints the
 ratios. Peak memory is the compare process' max RSS, set against the size of
-the two dumps' files. The statistics pair is also compared with one third-party
-comparator installed that has no column form (docs/plugins.md's example): its
-cost against the plain compare is printed (goal: at most 1.3x).
+the two dumps' files. For the statistics pair it prints the rows compared per CPU
+second, of the whole command and marginal (the fixed costs of a compare, measured
+on a 20-entry pair, left out): issue 36's bar is 200,000 per worker. The
+statistics pair is also compared with one third-party comparator installed that
+has no column form (docs/plugins.md's example): its cost against the plain
+compare is printed (goal: at most 1.3x).
 
     python benchmarks/compare_speed.py [--entries N] [--tensors N] [--elements N] [--noise R]
                                        [--msprobe PATH] [--workdir DIR] [--skip-tensor] [--skip-statistics]
@@ -32,6 +35,8 @@ import tempfile
 import time
 from pathlib import Path
 
+ROWS_PER_ENTRY = 3  # a statistics entry of write_statistics_dump: two inputs and one output
+SMALL_ENTRIES = 20  # the pair whose compare is taken as the fixed costs of one (interpreter, imports, setup)
 OPS = ("linear", "relu", "gelu", "layer_norm", "softmax", "dropout", "matmul", "add", "mul", "silu")
 WRAPPER = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
            "rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE).returncode; "
@@ -169,15 +174,43 @@ def third_party_path(folder: Path) -> str:
     return str(folder)
 
 
+def rows_per_cpu_second(runs: dict[str, list], cpu: dict[str, float], rows: int, workdir: Path,
+                        rounds: int = 3) -> None:
+    """Print the compare's rows per CPU second of the statistics pair, of the whole command (interpreter, imports
+    and all) and marginal (the CPU of the same command on a pair of :data:`SMALL_ENTRIES` entries, generated as
+    the big one, taken off, and its rows too), and the third-party comparator's cost: each the min of
+    ``rounds`` alternated runs of ``runs``' plain compare, its compare with the row comparator and the small
+    pair's (``cpu``: the first round, from the table)."""
+    plain, third = runs["probe (csv)"], runs["probe (csv, +row comparator)"]
+    small_target, small_bench = workdir / "small_target" / "rank0", workdir / "small_bench" / "rank0"
+    write_statistics_dump(small_target, SMALL_ENTRIES, True)
+    write_statistics_dump(small_bench, SMALL_ENTRIES, False)
+    small_run = [plain[0], "compare", "--quiet", small_target, small_bench, "-o", workdir / "small"]
+    best = {"plain": cpu["probe (csv)"], "third": cpu["probe (csv, +row comparator)"], "small": float("inf")}
+    for i in range(rounds):
+        for name, command in (("small", small_run), ("plain", plain), ("third", third)):
+            if i or name == "small":
+                command = [str(c) for c in command]
+                command[command.index("-o") + 1] += f"_{i}"
+                best[name] = min(best[name], measure(command)[2])
+    small_rows = SMALL_ENTRIES * ROWS_PER_ENTRY
+    print(f"rows per CPU second (1 worker, min of {rounds} alternated rounds): whole command "
+          f"{rows / best['plain']:,.0f} ({rows:,} rows in {best['plain']:.2f} s); marginal "
+          f"{(rows - small_rows) / (best['plain'] - best['small']):,.0f} (the fixed {best['small']:.2f} s of a "
+          f"{SMALL_ENTRIES}-entry pair left out); goal 200,000")
+    print(f"third-party comparator without compare_columns costs {best['third'] / best['plain']:.2f}x CPU (min of "
+          f"{rounds} alternated rounds; goal <= 1.3x)")
+
+
 def run_pair(label: str, target: Path, bench: Path, size: int, workdir: Path, msprobe: str | None,
-             workers: int, third_party: bool = False) -> None:
+             workers: int, third_party: bool = False, rows: int = 0) -> None:
     probe = str(Path(sys.executable).parent / "probe")
     results, cpu = {}, {}
     runs = [("probe (csv)", [probe, "compare", "--quiet", target, bench, "-o", workdir / "p1"])]
     if third_party:  # the same compare with one more comparator that has no column form
-        runs.append(("probe (csv, +row comparator)", ["env", f"PYTHONPATH={third_party_path(workdir / 'tp')}",
-                                                      probe, "compare", "--quiet", target, bench,
-                                                      "-o", workdir / "p4"]))
+        path = os.pathsep.join(filter(None, (third_party_path(workdir / "tp"), os.environ.get("PYTHONPATH"))))
+        runs.append(("probe (csv, +row comparator)", ["env", f"PYTHONPATH={path}", probe, "compare", "--quiet",
+                                                      target, bench, "-o", workdir / "p4"]))
     if workers > 1:
         runs.append((f"probe (csv, --workers {workers})", [probe, "compare", "--quiet", "--workers",
                                                            str(workers), target, bench, "-o", workdir / "p2"]))
@@ -191,7 +224,9 @@ def run_pair(label: str, target: Path, bench: Path, size: int, workdir: Path, ms
         results[name], cpu[name] = seconds, cpu_seconds
         print(f"{name:32s} {seconds:8.2f} s wall {cpu_seconds:8.2f} s CPU   peak RSS {peak / 2**20:8.1f} MiB "
               f"= {peak / size:5.2f}x dump size")
-    if "probe (csv, +row comparator)" in results:
+    if rows and third_party:
+        rows_per_cpu_second(dict(runs), cpu, rows, workdir)
+    elif "probe (csv, +row comparator)" in results:
         name = "probe (csv, +row comparator)"
         print(f"third-party comparator without compare_columns costs {cpu[name] / cpu['probe (csv)']:.2f}x CPU, "
               f"{results[name] / results['probe (csv)']:.2f}x wall (goal <= 1.3x)")
@@ -231,7 +266,7 @@ def main() -> None:
             print(f"generated the statistics pair ({args.entries} entries"
                   f"{f', noise {args.noise:g}' if args.noise else ''}) in {time.perf_counter() - start:.1f} s")
             run_pair(f"statistics, {args.entries} entries", target, bench, size, workdir / "out_stat", msprobe,
-                     args.workers, third_party=True)
+                     args.workers, third_party=True, rows=args.entries * ROWS_PER_ENTRY)
         if not args.skip_tensor:
             start = time.perf_counter()
             target = workdir / "tensor_target" / "rank0"

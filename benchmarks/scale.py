@@ -13,7 +13,8 @@ and prints compared rows per second per worker, the speed-up of 2 workers over 1
 job would take on this machine and on N workers at the measured per-worker rate. Each way also compares the
 first half of the sample on its own: the difference between the two runs is the *marginal* rate, each way's
 fixed costs (the interpreter and its imports, Dask's client and connection, the cluster's workers importing
-probe at their first job) left out, which is the rate the rest of a long job runs at. ``--full`` compares every
+probe at their first job) left out, which is the rate the rest of a long job runs at; one process's rates are
+printed per CPU second too (whole and marginal), the measure of issue 36's bar of 200,000. ``--full`` compares every
 rank instead of a sample (each rank writes its own CSV: mind the disk, about 10 MiB per rank at 20k entries),
 and ``--runs`` picks which of the three ways run (``--full --runs dask``: the whole job on the cluster, timed).
 Last, it prints the floor the issue names for one rank pair, decoding its two dump.json files and nothing else,
@@ -44,9 +45,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare_speed import measure, write_statistics_dump  # noqa: E402
+from compare_speed import ROWS_PER_ENTRY, measure, write_statistics_dump  # noqa: E402
 
-ROWS_PER_ENTRY = 3
 TARGET_ROWS_PER_SECOND = 200_000
 TARGET_JOB_SECONDS = 600
 
@@ -215,12 +215,13 @@ def main() -> None:
         half = ranks[:len(ranks) // 2]
         half_rows = len(half) * args.entries * ROWS_PER_ENTRY
         runs = {}
-        halves = {}  # the first half of the sample alone: (rows, seconds)
+        halves = {}  # the first half of the sample alone: wall seconds
+        half_cpu = {}  # ... and CPU seconds
         summaries = []
 
         def measured(name: str, workers: int, out: str, *flags: str) -> None:
             if half and not args.full:
-                halves[name] = compare(target, bench, workdir / out, half, *flags)[0]
+                halves[name], half_cpu[name], _ = compare(target, bench, workdir / out, half, *flags)
             seconds, cpu, summary = compare(target, bench, workdir / out, ranks, *flags)
             runs[name] = (workers, seconds, cpu)
             summaries.append(summary)
@@ -270,6 +271,10 @@ def main() -> None:
             per_worker = rows / base
             steady = f", {marginal['1 process']:,.0f} marginal" if "1 process" in marginal else ""
             print(f"per-worker rate (1 process): {per_worker:,.0f} rows/s{steady} (target {TARGET_ROWS_PER_SECOND:,})")
+            cpu = runs["1 process"][2]
+            steady_cpu = (f", {(rows - half_rows) / (cpu - half_cpu['1 process']):,.0f} marginal"
+                          if cpu > half_cpu.get("1 process", cpu) else "")
+            print(f"per CPU second (1 process, the bar of issue 36): {rows / cpu:,.0f} rows{steady_cpu}")
             for workers in (8, 32, 128, 512):
                 print(f"  on {workers:3d} workers at the per-worker rate: {total_rows / per_worker / workers / 60:7.1f} min")
     finally:

@@ -264,6 +264,33 @@ def test_plain_facts_say_what_the_row_path_says(tmp_path):
     assert checked > 20, checked
 
 
+def test_plain_facts_of_a_sum_that_cancels_are_the_row_paths(tmp_path):
+    """A bias gradient that cancels (0 in exact arithmetic, 1e-9 left of its 1e-3 terms) and differs by half on
+    the other side: the columnar path measures it against its terms' magnitude from the statistics, as the
+    row path does from the leaves, and both find roundoff, not an error."""
+    from probe_core.compare.comparator import load_comparators
+    from probe_core.compare.entries import compare_entry
+    from probe_core.compare.judge import plain_facts
+    from probe_core.compare.rank import detect_mode
+    from probe_core.dump.reader import RankDump
+
+    grad = np.linspace(-1.0e-3, 1.4e-3, 64, dtype=np.float32)
+    bias = np.array([2.6e-9, -2.5e-9, 1e-10, 3e-10], dtype=np.float32)
+    name = "Functional.conv2d.0.backward"
+    ours = RankDump(write_dump(tmp_path / "target", [(name, None, [grad], [grad, bias])]) / "dump.json")
+    theirs = RankDump(write_dump(tmp_path / "bench", [(name, None, [grad], [grad, bias * 1.5])]) / "dump.json")
+    registry = load_registry()
+    mode = detect_mode(ours, theirs, registry)
+    comparators = load_comparators(registry, mode.name)
+    (npu,), (other,) = list(ours.entries()), list(theirs.entries())
+    (plain,) = ColumnarCompare(mode, comparators, "noise").compare_entries([(npu, other)])
+    assert plain is not None, "the entry took the row path"
+    lazy = plain_facts(npu.index, npu.parent, plain, mode, texts=True)
+    eager = compare_entry(npu, other, mode, comparators).facts
+    assert lazy == eager
+    assert 0 < lazy.out_err < 1e-5 < max(plain.errs)  # measured against the terms, not its own scale
+
+
 def test_rows_spooled_as_text_give_the_csv_of_rows_spooled_as_values(tmp_path, monkeypatch):
     """With the CSV alone, rows wait for the job's verdicts as CSV text (an entry a verdict changes is
     parsed back, marked and written again); with --xlsx they wait as values. Both CSVs are the same."""

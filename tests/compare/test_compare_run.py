@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +18,7 @@ from probe_core.plugins import load_registry
 from probe_core.specs import ComparatorSpec
 from probe_core import hookimpl
 
-from .helpers import FIXTURES, read_csv, read_summary, result_csv, result_file, run_probe
+from .helpers import FIXTURES, PROBE, read_csv, read_summary, result_csv, result_file, run_probe
 from .dumps import tiny_model_entries, write_dump
 
 PT = FIXTURES / "msprobe_pytorch_stat_mix"
@@ -32,6 +34,16 @@ def pair(tmp_path: Path, mode: str, scale: float = 1.01) -> tuple[Path, Path]:
 def compare(target, bench, out, **kw):
     options = CompareOptions(Path(target), Path(bench), Path(out), progress=False, **kw)
     return run_compare(options, load_registry())
+
+
+def test_a_quiet_compare_does_not_import_the_progress_bar(tmp_path):
+    """``--quiet`` draws no bar, so rich's progress module (a twentieth of a CPU second to import) stays out."""
+    target, bench = pair(tmp_path, "statistics")
+    proc = subprocess.run([sys.executable, "-X", "importtime", str(PROBE), "compare", "--quiet", str(target),
+                           str(bench), "-o", str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "probe_core.compare.engine" in proc.stderr  # the import log is there
+    assert "rich.progress" not in proc.stderr
 
 
 @pytest.mark.parametrize("mode", ["statistics", "md5", "tensor"])

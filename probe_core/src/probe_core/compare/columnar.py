@@ -435,9 +435,10 @@ class ColumnarCompare:
         if not self.active:
             return [None] * len(pairs)
         found = []
+        bench_forms, match = self.bench_forms, self._match
         for npu, ref in pairs:
-            theirs = self.bench_forms[ref.index] if npu is not None and ref is not None else None
-            found.append(self._match(npu, ref.name, theirs) if theirs is not None else None)  # type: ignore
+            theirs = bench_forms[ref.index] if npu is not None and ref is not None else None
+            found.append(match(npu, ref.name, theirs) if theirs is not None else None)  # type: ignore
         return self._plain(found)
 
     def compare_entries(self, pairs: Sequence[tuple[DumpEntry, DumpEntry]]) -> list[Plain | None]:
@@ -453,9 +454,13 @@ class ColumnarCompare:
     def _match(self, npu: DumpEntry, bench_name: str, theirs: Form) -> _Found | None:
         """The rows and statistics of a plain entry (``theirs``: its bench's form), ``None`` when it is not
         plain."""
-        ours = self.forms(npu.name, npu.data, npu.flat)
+        name, flat = npu.name, npu.flat
+        if flat is not None and flat[0].__class__ is not bytes and not name.endswith(".debug"):
+            ours: Form | None = flat  # what self.forms gives of an entry the scanner knows, without the call
+        else:
+            ours = self.forms(name, npu.data, flat)
         signature = ours[0] if ours is not None else None
-        if signature is not theirs[0] or id(signature) not in self.forms.plain or _is_redundant(api_op(npu.name)):
+        if signature is not theirs[0] or id(signature) not in self.forms.plain or _is_redundant(api_op(name)):
             return None
         rows = self.rows.get(id(signature))
         if rows is None:
@@ -525,11 +530,20 @@ class ColumnarCompare:
         """Comparators' ``judge`` on the rows of the plain entries: the start of each entry where one raises a
         row; it takes the row path (which flags the row and says why), the others stay plain."""
         columns = {name: chunk.columns[name] for name in chunk.names}
+        judges = [comparator.run_judge for comparator in self.judges]
         for plain, pairs in zip(taken, leaves):
             at = plain.start
             for npu, bench in pairs:
                 row = RowResult(npu, bench, _ColumnRow(columns, at))  # type: ignore[arg-type]
                 at += 1
-                if any(comparator.run_judge(row) is not None for comparator in self.judges):
+                if _raised(judges, row):
                     yield plain.start
                     break
+
+
+def _raised(judges: Sequence[Any], row: RowResult) -> bool:
+    """Whether one of the comparators' ``run_judge`` raises ``row`` (asked in order, up to the first that does)."""
+    for judge in judges:
+        if judge(row) is not None:
+            return True
+    return False

@@ -235,8 +235,9 @@ def plain_facts(index: int, parent: str | None, plain: Plain, mode: DataMode, te
     layout, each row's discrepancy, its statistics). Its worst input and output are :class:`Reason` s: the
     judge shows a few (the entries it names), and their leaves are built then; ``texts``: made now instead,
     for facts kept beside much else (a Reason keeps the entry's statistics: about 250 bytes an entry)."""
-    facts = EntryFacts(index, plain.name, parent, _kind(plain.name), PASS, bench_name=plain.bench_name)
-    _measure(facts, plain.layout, plain.pairs, plain.errs, mode)
+    name, rows, start = plain.name, plain.rows, plain.start
+    facts = EntryFacts(index, name, parent, _kind(name), PASS, bench_name=plain.bench_name)
+    _measure(facts, rows.layout, plain.pairs, plain.chunk.errs[start:start + len(rows.suffixes)], mode, plain.stats)
     if texts:
         facts.worst_input, facts.worst_output = str(facts.worst_input), str(facts.worst_output)
     return facts
@@ -257,6 +258,8 @@ class RowLayout:
     target_dtype: str = ""
     lowered: str = ""
     lowered_u: float = 0.0
+    outputs: tuple[tuple[int, float], ...] = ()  # the output rows of :attr:`tensors`: (position, unit roundoff)
+    others: tuple[tuple[int, int], ...] = ()  # its input and parameter rows: (position, role code)
 
     @classmethod
     def of(cls, pairs: Sequence[tuple[TensorMeta | None, TensorMeta | None]]) -> RowLayout:
@@ -268,7 +271,9 @@ class RowLayout:
             code = _ROLE_CODES.get(npu.role, -1)
             _note_dtypes(notes, npu.dtype, bench.dtype, code == OUTPUT)
             tensors.append((pos, code, max(roundoff(npu.dtype), roundoff(bench.dtype))))
-        return cls(tuple(tensors), notes.target_dtype, notes.lowered, notes.lowered_u)
+        return cls(tuple(tensors), notes.target_dtype, notes.lowered, notes.lowered_u,
+                   tuple((pos, unit) for pos, code, unit in tensors if code == OUTPUT),
+                   tuple((pos, code) for pos, code, _ in tensors if 0 <= code != OUTPUT))
 
 
 class _DtypeNotes:
@@ -276,38 +281,47 @@ class _DtypeNotes:
 
 
 def _measure(facts: EntryFacts, layout: RowLayout, pairs: Sequence[tuple[TensorMeta | None, TensorMeta | None]],
-             errs: Sequence[float | None], mode: DataMode) -> None:
-    """How far apart the entry's inputs, parameters and outputs are (``errs``: each row's discrepancy)."""
+             errs: Sequence[float | None], mode: DataMode, stats: tuple[tuple, tuple] | None = None) -> None:
+    """How far apart the entry's inputs, parameters and outputs are (``errs``: each row's discrepancy; ``stats``:
+    a plain entry's statistics, see :func:`_against_inputs`)."""
     facts.target_dtype, facts.lowered, facts.lowered_u = layout.target_dtype, layout.lowered, layout.lowered_u
     facts.pairs = pairs
-    if max(filter(None, errs), default=0.0) > ADDS_ERROR * ROUNDOFF["float32"]:  # rare: a cancelled result's error
-        errs = _against_inputs(layout, pairs, errs)
+    if max(filter(None, errs), default=0.0) > _CANCELLED_CHECK:  # rare: a cancelled result's error
+        errs = _against_inputs(layout, pairs, errs, stats)
     worst_in = worst_out = -1.0
     at_in = at_out = -1
-    for pos, code, unit in layout.tensors:
+    out_err = unit_out = 0.0
+    outputs = facts.outputs
+    for pos, unit in layout.outputs:
         err = errs[pos]
         if err is None:
             continue
-        if code == OUTPUT:
-            if err > facts.out_err:
-                facts.out_err = err
-            facts.outputs.append((pos, err))
-            if unit > facts.roundoff:
-                facts.roundoff = unit
-            if err > worst_out:
-                worst_out, at_out = err, pos
-        elif code >= 0:
-            facts.inputs.append((pos, err))
-            if code == PARAMETERS:
-                if err > facts.param_err:
-                    facts.param_err = err
-            else:
-                if err > facts.in_err:
-                    facts.in_err = err
-                if err > 0:  # only a differing input can have been changed in place
-                    facts.fresh_in.append((err, pos))
-            if err > worst_in:
-                worst_in, at_in = err, pos
+        if err > out_err:
+            out_err = err
+        outputs.append((pos, err))
+        if unit > unit_out:
+            unit_out = unit
+        if err > worst_out:
+            worst_out, at_out = err, pos
+    facts.out_err, facts.roundoff = out_err, unit_out
+    in_err = param_err = 0.0
+    inputs = facts.inputs
+    for pos, code in layout.others:
+        err = errs[pos]
+        if err is None:
+            continue
+        inputs.append((pos, err))
+        if code == PARAMETERS:
+            if err > param_err:
+                param_err = err
+        else:
+            if err > in_err:
+                in_err = err
+            if err > 0:  # only a differing input can have been changed in place
+                facts.fresh_in.append((err, pos))
+        if err > worst_in:
+            worst_in, at_in = err, pos
+    facts.in_err, facts.param_err = in_err, param_err
     if at_in >= 0:
         facts.worst_input = Reason(facts.name, pairs, at_in, mode, worst_in)
     if at_out >= 0:
@@ -316,18 +330,23 @@ def _measure(facts: EntryFacts, layout: RowLayout, pairs: Sequence[tuple[TensorM
         _note_nonfinite(facts, layout, pairs, errs, mode)
 
 
+_CANCELLED_CHECK = ADDS_ERROR * ROUNDOFF["float32"]  # an error above it may be a cancelled sum's (_against_inputs)
+
+
 def _against_inputs(layout: RowLayout, pairs: Sequence[tuple[TensorMeta | None, TensorMeta | None]],
-                    errs: Sequence[float | None]) -> Sequence[float | None]:
+                    errs: Sequence[float | None], stats: tuple[tuple, tuple] | None = None) -> Sequence[float | None]:
     """``errs`` with each output :data:`CANCELLED` times smaller than the inputs it is made of measured against
     the inputs' magnitude: a sum that cancels (the gradient of a bias before a normalisation, 0 in exact
-    arithmetic) keeps the rounding error of its terms, however small it is itself."""
-    inputs = [_magnitude(pairs[pos]) for pos, code, _ in layout.tensors if code == INPUT]
+    arithmetic) keeps the rounding error of its terms, however small it is itself. ``stats``: a plain entry's
+    statistics (four per row, each side), read instead of its leaves."""
+    magnitude, source = (_leaves_magnitude, pairs) if stats is None else (_stats_magnitude, stats)
+    inputs = [magnitude(source, pos) for pos, code, _ in layout.tensors if code == INPUT]
     scale = max(inputs, default=0.0)
     if not scale > 0 or not math.isfinite(scale):
         return errs
     out = list(errs)
-    for pos, code, _ in layout.tensors:
-        if code == OUTPUT and out[pos] and _magnitude(pairs[pos]) < CANCELLED * scale:
+    for pos, _ in layout.outputs:
+        if out[pos] and magnitude(source, pos) < CANCELLED * scale:
             target, bench = pairs[pos]
             apart = [abs(x - y) for x, y in zip(_numbers(target), _numbers(bench))]
             out[pos] = min(out[pos], max(apart, default=0.0) / scale)
@@ -340,9 +359,17 @@ def _numbers(leaf: TensorMeta | None) -> tuple[float, ...]:
     return tuple(v if isinstance(v, (int, float)) and math.isfinite(v) else math.nan for v in values)
 
 
-def _magnitude(pair: tuple[TensorMeta | None, TensorMeta | None]) -> float:
-    """The largest finite absolute Max or Min of a leaf on either side (NaN when there is none)."""
-    values = [abs(v) for leaf in pair for v in _numbers(leaf)[:2] if v == v]
+def _leaves_magnitude(pairs: Sequence[tuple[TensorMeta | None, TensorMeta | None]], pos: int) -> float:
+    """The largest finite absolute Max or Min of row ``pos``'s leaf on either side (NaN when there is none)."""
+    values = [abs(v) for leaf in pairs[pos] for v in _numbers(leaf)[:2] if v == v]
+    return max(values) if values else math.nan
+
+
+def _stats_magnitude(stats: tuple[tuple, tuple], pos: int) -> float:
+    """:func:`_leaves_magnitude` of a plain entry's row from its statistics (numbers, four per row: Max first)."""
+    at, finite = 4 * pos, math.isfinite
+    target, bench = stats
+    values = [abs(v) for v in (target[at], target[at + 1], bench[at], bench[at + 1]) if finite(v)]
     return max(values) if values else math.nan
 
 

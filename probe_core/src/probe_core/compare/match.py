@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from probe_core.compare.mapping import NameMap
-from probe_core.dump.names import common_api_name, parse_entry_name
+from probe_core.dump.names import DIRECTIONS, common_api_name, parse_entry_name
 from probe_core.dump.reader import EntryRef
 
 
@@ -89,10 +89,15 @@ class _Keyer:
             return known
         parent = self.parents.get(name)
         parent_key = self.tree_key(parent, depth + 1) if parent and depth < 256 else None
-        kind, base, direction, _ = self.base(name)
-        group = (parent_key, kind, base, direction)
-        ordinal = self.seen[group]
-        self.seen[group] += 1
+        parts = name.rsplit(".", 2) if self.map is None else ()
+        if len(parts) == 3 and parts[2] in DIRECTIONS and parts[1].isdigit():  # common_api_name's test, inline
+            group: tuple = (parent_key, "api", parts[0], parts[2])
+        else:
+            kind, base, direction, _ = self.base(name)
+            group = (parent_key, kind, base, direction)
+        seen = self.seen
+        ordinal = seen[group]
+        seen[group] = ordinal + 1
         key = group + (ordinal,)
         if name in self.parent_names:
             self.keys[name] = key

@@ -48,10 +48,7 @@ def _pair_job(target: tuple, bench: tuple, ref: RegistryRef, options: CompareOpt
 def compare_pairs(pairs, registry, options: CompareOptions) -> list[PendingRank]:
     """Compare each (target, bench) pair: its facts and spooled rows, not yet judged. One pair after another with a
     progress bar each, or ``--workers`` processes, one pair each."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), transient=True, disable=not options.progress)
+    progress = _progress_bar() if options.progress else _NoProgress()
     results = []
     with progress:
         if options.workers > 1 and len(pairs) > 1:  # one process per rank pair
@@ -71,3 +68,29 @@ def compare_pairs(pairs, registry, options: CompareOptions) -> list[PendingRank]
                 advance=lambda n, task=task: progress.advance(task, n),
                 on_total=lambda total, task=task: progress.update(task, total=total)))
     return results
+
+
+def _progress_bar():
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    transient=True)
+
+
+class _NoProgress:
+    """What :func:`compare_pairs` calls of a progress bar, doing nothing (``--quiet``: rich is not imported)."""
+
+    def __enter__(self) -> _NoProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def add_task(self, *args: object, **kwargs: object) -> int:
+        return 0
+
+    def advance(self, *args: object) -> None:
+        return None
+
+    def update(self, *args: object, **kwargs: object) -> None:
+        return None
