@@ -9,8 +9,10 @@ collect the runs; the comparisons go through the public entry points.
 from __future__ import annotations
 
 import csv
+from contextlib import closing
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +21,7 @@ import pytest
 
 from probe_core.compare.engine import CompareOptions, run_compare
 from probe_core.plugins import load_registry
+from probe_graph.precision import ERROR_INDEX, PASS_INDEX, WARNING_INDEX
 from probe_graph.service import GraphOptions, run_graph
 from tests.ports import free_port
 
@@ -120,6 +123,15 @@ def test_a_bug_on_rank_1_is_named_on_rank_1_not_at_rank_0s_all_reduce(tmp_path):
     assert all(rank == 1 for _, rank, _, _ in errors), errors
     arrived = [w for w in warnings if w[1] == 0 and w[2].startswith("Distributed.all_reduce.")]
     assert arrived and all("arrives through this call" in message for *_, message in arrived), warnings
+    # the graph colours them as the CSVs flag them: rank 1's GELU red, rank 0's all_reduce yellow (a warning)
+    index = {}
+    for db in (tmp_path / "graph").glob("*.vis.db"):
+        with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+            index.update(((step, rank, name), value) for step, rank, name, value in conn.execute(
+                "SELECT step, rank, node_name, precision_index FROM tb_nodes WHERE data_source = 'NPU'"))
+    assert index[(0, 1, "Functional.gelu.0.forward")] == ERROR_INDEX, index
+    assert index[(0, 0, compare[(0, 0)])] == WARNING_INDEX if compare[(0, 0)] else True, index
+    assert {value for (step, rank, _), value in index.items() if (step, rank) == (0, 0)} <= {PASS_INDEX, WARNING_INDEX}
 
 
 def _flagged_rows(folder: Path) -> tuple[list, list]:

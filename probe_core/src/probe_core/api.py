@@ -59,7 +59,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     # selection and config names above and below)
     "probe_core.compare.columnar": ("ColumnarCompare", "Plain"),
     "probe_core.compare.entries": ("compare_entry",),
-    "probe_core.compare.judge": ("EntryFacts", "NoiseReference", "entry_facts", "largest", "plain_facts", "roundoff"),
+    "probe_core.compare.judge": ("EntryFacts", "Finding", "NoiseReference", "entry_facts", "largest", "plain_facts",
+                                 "roundoff"),
     "probe_core.compare.verdicts": ("StepFacts", "judge_job"),
     "probe_core.compare.reference": ("noise_references", "reference_pair"),
     "probe_core.gcpause": ("collector_paused",),

@@ -12,20 +12,20 @@ import dataclasses
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from probe_core.api import (collector_paused, DataMode, EntryFacts, ExecutorChoice, Graph, GraphError,
-                            job_executor, judge_job, Layout, load_comparators, load_mode, merge_side, NoiseReference, pair_mode,
-                            output_folder, registry_of, registry_ref, RegistryRef, run_jobs, StepFacts)
+from probe_core.api import (collector_paused, DataMode, EntryFacts, ExecutorChoice, Finding, Graph, GraphError,
+                            job_executor, judge_job, Layout, load_comparators, load_mode, merge_side, NoiseReference,
+                            pair_mode, output_folder, registry_of, registry_ref, RegistryRef, run_jobs, StepFacts)
 from probe_graph.export import export_dump
 from probe_graph.jobs import GraphJob, group_jobs
 from probe_graph.match import match_graphs
 from probe_graph.overflow import mark_overflow
-from probe_graph.precision import ERROR_AT, ERROR_INDEX, node_colors, score_graphs, tool_tips
+from probe_graph.precision import ERROR_AT, ERROR_INDEX, node_colors, score_graphs, tool_tips, WARNING_INDEX
 from probe_graph.source import discover, load_graph, RankFolder
 from probe_graph.summary import GraphSummary, summarize
 from probe_graph.vis_db import graph_rows, GraphRows, VisConfig, write_vis_db
@@ -227,27 +227,31 @@ def apply_verdicts(results: Sequence[JobResult], rules: str,
         judgement = judged.judgement
         if judgement is None or result.summary is None:
             continue
-        flagged = _with_ancestors({f.name for f in judgement.errors.values()}, result.facts)
-        bench_names = {f.bench_name for f in result.facts if f.name in flagged and f.bench_name}
-        for rows, names in zip(result.rows, (flagged, bench_names)):
-            rows.flag(names, ERROR_INDEX)
+        flags = _flag_indexes(judgement.errors.values(), result.facts)
+        bench_flags = {f.bench_name: flags[f.name] for f in result.facts if f.name in flags and f.bench_name}
+        for rows, indexes in zip(result.rows, (flags, bench_flags)):
+            rows.flag(indexes)
         errors = sum(1 for name, index in result.rows[0].indexes()
-                     if name in flagged or (index is not None and index >= ERROR_AT)) \
+                     if flags.get(name, index) is not None and flags.get(name, index) >= ERROR_AT) \
             if result.rows else result.summary.errors
         first = judgement.first.name if judgement.first is not None else None
         result.summary = dataclasses.replace(result.summary, errors=errors, first_divergent=first, job_first=job_first)
 
 
-def _with_ancestors(names: set[str], facts: Sequence[EntryFacts]) -> set[str]:
-    """``names`` and the modules around them: a collapsed module must show the red node inside it."""
+def _flag_indexes(findings: Iterable[Finding], facts: Sequence[EntryFacts]) -> dict[str, float]:
+    """The precision index of each node the judge names and of the modules around it (the path to it in the
+    viewer: a collapsed module must show what is inside it): red, or yellow for a communication call the
+    divergence arrives through, as compare's CSV makes its rows warnings; a module around both is red."""
     parents = {f.name: f.parent for f in facts}
-    out = set(names)
-    for name in names:
-        parent, depth = parents.get(name), 0
-        while parent is not None and parent not in out and depth < 256:
-            out.add(parent)
-            parent, depth = parents.get(parent), depth + 1
-    return out
+    indexes: dict[str, float] = {}
+    for finding in findings:
+        index = WARNING_INDEX if finding.received else ERROR_INDEX
+        name: str | None = finding.name
+        depth = 0
+        while name is not None and indexes.get(name, -1.0) < index and depth < 256:
+            indexes[name] = index  # the modules above a node hold at least its index: stop where one does
+            name, depth = parents.get(name), depth + 1
+    return indexes
 
 
 def _log_progress(options: GraphOptions, job: GraphJob, done: int, total: int) -> None:

@@ -15,7 +15,7 @@ import errno
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -141,19 +141,18 @@ class GraphRows:
         self._show = show
         self._made: list[tuple] | None = None
         self.stacks: list[tuple[str, str]] = []
-        self.flagged: frozenset[str] = frozenset()
-        self.flag_index = 0.0
+        self.flags: dict[str, float] = {}
 
-    def flag(self, names: Iterable[str], index: float) -> None:
-        """Show the nodes ``names`` with precision index ``index`` (the job's verdicts)."""
-        self.flagged, self.flag_index = frozenset(names), index
+    def flag(self, indexes: Mapping[str, float]) -> None:
+        """Show each node ``indexes`` names with its precision index there (the job's verdicts)."""
+        self.flags = dict(indexes)
 
     def node_rows(self) -> Iterator[tuple]:
         """Every node's row, in the viewer's node order, with the flags."""
-        flagged, index = self.flagged, self.flag_index
+        flags = self.flags
         if self._made is None:
-            return self._make(flagged, index)
-        return (row[:7] + (index,) + row[8:] if row[3] in flagged else row for row in self._made)
+            return self._make(flags)
+        return (row[:7] + (flags[row[3]],) + row[8:] if row[3] in flags else row for row in self._made)
 
     def indexes(self) -> Iterator[tuple[str, float | None]]:
         """(node name, precision index before the flags) of every node."""
@@ -169,17 +168,17 @@ class GraphRows:
 
     def __getstate__(self) -> dict[str, Any]:
         if self._made is None:
-            self._made = list(self._make(frozenset(), 0.0))
+            self._made = list(self._make({}))
             self._graph, self._metrics = None, {}  # the graph stays with the worker that built it
-        return {"made": self._made, "stacks": self.stacks, "flagged": self.flagged, "flag_index": self.flag_index}
+        return {"made": self._made, "stacks": self.stacks, "flags": self.flags}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._graph, self._metrics, self._show = None, {}, None
         self._made, self.stacks = state["made"], state["stacks"]
-        self.flagged, self.flag_index = state["flagged"], state["flag_index"]
+        self.flags = state["flags"]
 
-    def _make(self, flagged: frozenset[str], flag_index: float) -> Iterator[tuple]:
-        """The rows, the nodes ``flagged`` shown with precision index ``flag_index``."""
+    def _make(self, flags: Mapping[str, float]) -> Iterator[tuple]:
+        """The rows, each node ``flags`` names shown with its precision index there."""
         graph = self._graph
         if graph is None:
             raise GraphError("the graph's rows were made already and the graph released")
@@ -213,7 +212,7 @@ class GraphRows:
                     id_prefix + name, graph_id, order, name, kinds.get(kind) or str(int(kind)),
                     parent.name if parent is not None else "",
                     dumps([child.name for child in children]) if children else "",
-                    flag_index if name in flagged else node.precision_index, node.overflow_level, node.micro_step,
+                    flags.get(name, node.precision_index), node.overflow_level, node.micro_step,
                     link, stack_id,
                     json.dumps(node.merge_info) if node.merge_info else "", "{}", 0,
                     inputs, outputs, source, dump_dir, step, rank,
