@@ -12,6 +12,7 @@ instead; ``--trace-plugins`` (or ``PROBE_DEBUG=1``) traces every hook call.
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 import warnings
 from collections.abc import Sequence
@@ -291,4 +292,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run() -> None:
     """Console-script entry point."""
-    sys.exit(main())
+    code = main()
+    if _command_of(sys.argv[1:]) != "run":
+        # The command's objects die with the process: spare the garbage collector's last pass over them at exit
+        # (0.1 s after a 20k-node graph). Not after `probe run`, whose script's objects may need their finalizers.
+        gc.freeze()
+    sys.exit(code)

@@ -48,9 +48,13 @@ class StackRegistry:
         """The id of the caller's stack (innermost first), skipping probe's own frames."""
         frame = sys._getframe(depth)
         kept = []
+        known = self._skip_cache
         while frame is not None:
             filename = frame.f_code.co_filename
-            if not self._skipped(filename):
+            skipped = known.get(filename)  # _skipped() inline for the frames already seen: every call walks here
+            if skipped is None:
+                skipped = self._skipped(filename)
+            if not skipped:
                 kept.append(frame)
             elif kept and filename.startswith(self.core_dir):
                 break  # probe run's launcher below the script
