@@ -1,7 +1,7 @@
 """What ``probe locate`` costs against one full mix dump of the same steps (both runs, then ``probe compare``).
 
     python benchmarks/locate_cost.py [--model blocks|tiny] [--steps N] [--script-steps S] [--bug-from K]
-                                     [--split] [--plain]
+                                     [--parallel] [--split] [--plain]
 
 ``blocks`` (default): tests/locate/train_blocks.py, 4 pre-norm transformer blocks of hidden 512 (batch 4, 128
 tokens: a step costs about 2 CPU seconds on the 2-core development box, against about 9 for the process start);
@@ -10,9 +10,10 @@ them: ``exit_after_last_step``), the bug (the first block's GELU switched to its
 ``tiny``: tests/locate/train_tiny.py, an 8-layer MLP of hidden 256 (batch 64), 8 steps, bug from step 5: a step
 costs next to nothing against the process start.
 
-Both ways run the bench and the target one after the other (so locate's stage-1 target run, one process, ends right
-after the step where it parts from the bench; stage 2 compares stage 1's L0 dumps and runs no training). The script
-prints wall and CPU seconds (every process
+Both ways run the bench and the target one after the other (locate's stage-1 target run ends right after the step
+where it parts from the bench, the bench runs every step monitored), or with ``--parallel`` both at once (locate's
+stage-1 runs both end right after the step where they part; the full dump's two runs go at the same time too).
+Stage 2 compares stage 1's L0 dumps and runs no training. The script prints wall and CPU seconds (every process
 it started and their children: user + sys) and bytes written, their ratios locate / full dump, each stage's share
 (from locate_summary.json, with its training runs) and the culprit both name. ``--split`` then reruns stages 3 and 4
 with ``--tensor-budget-mb 0`` (statistics, then the one API's tensors: two pairs of runs) on stages 1 and 2 reused,
@@ -45,13 +46,18 @@ MODELS = {  # script, its size arguments, script steps, monitored steps, bug fro
 }
 
 
-def measured(commands: list[list[str]], env: dict[str, str] | None = None) -> tuple[float, float]:
-    """Wall and CPU seconds of running ``commands`` one after the other (each must succeed)."""
+def measured(commands: list[list[str]], env: dict[str, str] | None = None,
+             parallel: bool = False) -> tuple[float, float]:
+    """Wall and CPU seconds of running ``commands`` one after the other, or all at once (each must succeed)."""
     before, wall = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
-    for command in commands:
-        done = subprocess.run(command, capture_output=True, text=True, env=env)
-        if done.returncode:
-            sys.exit(f"failed: {' '.join(command)}\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    for group in [commands] if parallel else [[command] for command in commands]:
+        logs = [tempfile.TemporaryFile("w+") for _ in group]  # not pipes: a full one would stall its command
+        started = [subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+                   for command, log in zip(group, logs)]
+        for command, process, log in zip(group, started, logs):
+            if process.wait():
+                log.seek(0)
+                sys.exit(f"failed: {' '.join(command)}\n{log.read()[-4000:]}")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return time.perf_counter() - wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
@@ -100,6 +106,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, help="steps locate monitors and the full dump records")
     parser.add_argument("--script-steps", type=int, help="steps the script runs")
     parser.add_argument("--bug-from", type=int)
+    parser.add_argument("--parallel", action="store_true", help="the bench and the target at the same time, both ways")
     parser.add_argument("--split", action="store_true", help="then stages 3 and 4 again, two pairs of runs in stage 3")
     parser.add_argument("--plain", action="store_true", help="first time the bench without probe")
     parser.add_argument("--stage1-parts", type=int, metavar="N",
@@ -116,7 +123,8 @@ def main() -> None:
             stage1_parts([*bench[:-1], str(args.stage1_parts)], Path(tmp))
         return
     print(f"model {args.model}: {' '.join(sizes)}; the script runs {script_steps} steps, locate monitors {steps} and "
-          f"the full dump records {steps}; bug from step {bug}")
+          f"the full dump records {steps}; bug from step {bug}; sides "
+          f"{'at the same time' if args.parallel else 'one after the other'}")
     print(f"{'':30}{'wall s':>10}{'CPU s':>10}{'bytes':>14}", flush=True)
     if args.plain:
         one = measured([[*bench[:-1], "1"]])
@@ -129,13 +137,15 @@ def main() -> None:
         config = out / "full.json"
         config.write_text(json.dumps({"task": "statistics", "level": "mix", "step": list(range(steps)),
                                       "exit_after_last_step": True}))
-        full = measured([[PROBE, "run", "-c", str(config), "--dump-path", str(out / "full" / side), *command[1:]]
-                         for side, command in (("bench", bench), ("target", target))]
-                        + [[PROBE, "compare", str(out / "full" / "target"), str(out / "full" / "bench"), "-o",
-                            str(out / "full" / "compare")]])
+        runs = measured([[PROBE, "run", "-c", str(config), "--dump-path", str(out / "full" / side), *command[1:]]
+                         for side, command in (("bench", bench), ("target", target))], parallel=args.parallel)
+        compared = measured([[PROBE, "compare", str(out / "full" / "target"), str(out / "full" / "bench"), "-o",
+                              str(out / "full" / "compare")]])
+        full = runs[0] + compared[0], runs[1] + compared[1]
         full_bytes = size(out / "full")
         row("full mix dump + compare", *full, full_bytes, "  (2 training runs)")
-        locate = [PROBE, "locate", "--bench", " ".join(bench), "--target", " ".join(target), "--steps", str(steps)]
+        locate = [PROBE, "locate", "--bench", " ".join(bench), "--target", " ".join(target), "--steps", str(steps),
+                  *(["--parallel"] if args.parallel else [])]
         located = measured([[*locate, "-o", str(out / "locate")]])
         locate_bytes = size(out / "locate")
         culprit = json.loads((out / "full" / "compare" / "summary.json").read_text())["first_divergence"]

@@ -72,14 +72,17 @@ def test_stage_findings(gelu):
         text = (out / log).read_text()
         assert "step 1: loss" in text and "step 2: loss" not in text and "step 3: loss" not in text, log
         assert "exit_after_last_step: the script ends after step 2" in text
-    monitored = (out / "stage1-monitor" / "bench.log").read_text()  # steps 0-3 ran (the script prints after the
-    assert "step 2: loss" in monitored and "step 4: loss" not in monitored  # update, so not step 3), 4 and 5 did not
-    assert "the script ends after step 3, the last one stage 1 monitors" in monitored
-    assert "the dump recorded steps 0-3" in monitored
+    # stage 1's runs, at the same time, both end right after step 2, where they part (of the 4 steps monitored):
+    # steps 0-2 ran (the script prints after the update, so not step 2), 3-5 did not
+    for side in ("bench", "target"):
+        monitored = (out / "stage1-monitor" / f"{side}.log").read_text()
+        assert "step 1: loss" in monitored and "step 2: loss" not in monitored, monitored
+        assert "the script ends after step 2: the runs part there (grad_unreduced of 2.weight, step 2" in monitored
+        assert "the dump recorded steps 0-2" in monitored
     # stage 1's runs dumped L0 beside the monitor; stage 2 ran no training: it compares their step 2, hard-linked
     for side in ("bench", "target"):
         dumped, compared = out / "stage1-monitor" / side / "l0", out / "stage2-l0" / side
-        assert sorted(p.name for p in dumped.iterdir()) == [f"step{i}" for i in range(4)]
+        assert sorted(p.name for p in dumped.iterdir()) == [f"step{i}" for i in range(3)]
         assert [p.relative_to(compared).as_posix() for p in compared.rglob("dump.json")] == ["step2/rank0/dump.json"]
         linked = compared / "step2" / "rank0" / "dump.json"
         assert linked.stat().st_ino == (dumped / "step2" / "rank0" / "dump.json").stat().st_ino
@@ -140,8 +143,8 @@ def test_backward_divergence_in_two_pairs(tmp_path):
 
 def test_update_divergence(tmp_path):
     """lr x10 from step 2: the gradients agree, the update parts: stage 1 answers, no further stage runs. The sides
-    run one after the other, so the target's run ends right after step 2, where it parts from the bench's (which ran
-    the 4 steps monitored)."""
+    run one after the other: the bench runs the 4 steps monitored (nothing to compare it with yet), the target's run
+    ends right after step 2, where it parts from the bench's."""
     out = tmp_path / "out"
     done = locate(out, "--bench", f"{PY} {SCRIPT} --steps 5", "--target", f"{PY} {SCRIPT} --steps 5 --lr-from 2",
                   parallel=False)
@@ -151,7 +154,7 @@ def test_update_divergence(tmp_path):
     assert not (out / "stage2-l0").exists()
     bench, target = ((out / "stage1-monitor" / f"{side}.log").read_text() for side in ("bench", "target"))
     assert "the script ends after step 3, the last one stage 1 monitors" in bench
-    assert "the script ends after step 2: the run parts from the bench there (param_updated of" in target
+    assert "the script ends after step 2: the runs part there (param_updated of" in target
     assert "step 1: loss" in target and "step 2: loss" not in target  # the script prints after the update
     assert sorted(p.name for p in (out / "stage1-monitor" / "target" / "l0").iterdir()) == ["step0", "step1", "step2"]
 
@@ -180,28 +183,63 @@ def test_bad_input_is_one_clear_error(tmp_path):
     task.write_text(json.dumps({"monitor": "missing.json"}))
     with pytest.raises(ConfigError, match=r"task.json: key 'monitor': 'missing.json' is not a file beside the config"):
         testing.command(["run", "--task", "locate-monitor", "-c", task, "--dump-path", tmp_path / "d", SCRIPT])
-    task.write_text(json.dumps({"monitor": "task.json", "compare_options": "--rtol 1e-4"}))
-    with pytest.raises(ConfigError, match=r"key 'compare_options': '--rtol 1e-4': must be a list of strings"):
+    task.write_text(json.dumps({"monitor": "task.json", "referee": "nowhere"}))
+    with pytest.raises(ConfigError, match=r"key 'referee': 'nowhere' is not a folder \(probe locate's referee"):
         testing.command(["run", "--task", "locate-monitor", "-c", task, "--dump-path", tmp_path / "d", SCRIPT])
 
 
 def test_two_ranks_under_torchrun(tmp_path):
-    """2 gloo ranks under torchrun, rank 1's GELU switched from step 1: stage 1 names rank 1 (both ranks of each of its
-    runs end after the 2 steps monitored, none waiting for another, and dump L0 beside the monitor), stage 2 compares
-    rank 1 at step 1 alone. The sides run one after the other, but the target's run goes on to the last step
-    monitored: the ranks of a job would have to stop together."""
+    """2 gloo ranks under torchrun, rank 1's GELU switched from step 1, both sides at once: stage 1 names rank 1, and
+    every rank of both runs ends right after step 1, where the runs part (of the 3 steps monitored): each rank
+    reports its step and reads the same verdict, none waiting for another in a collective. The L0 dumps beside the
+    monitor hold both ranks; stage 2 compares rank 1 at step 1 alone."""
     out, torchrun = tmp_path / "out", Path(PY).with_name("torchrun")
-    command = f"{torchrun} --standalone --nproc_per_node=2 {SCRIPT.with_name('train_ddp.py')}"
-    done = locate(out, "--bench", command, "--target", f"{command} --gelu-tanh-from 1", "--steps", "2",
-                  "--stop-after", "l0", parallel=False)
+    command = f"{torchrun} --standalone --nproc_per_node=2 {SCRIPT.with_name('train_ddp.py')} --steps 4"
+    done = locate(out, "--bench", command, "--target", f"{command} --gelu-tanh-from 1", "--steps", "3",
+                  "--stop-after", "l0")
     monitor = state(out, "stage1-monitor")["finding"]
     assert (monitor["step"], monitor["rank"], monitor["quantity"]) == (1, 1, "grad_unreduced"), done.stdout
-    monitored = [p.name for p in (out / "stage1-monitor" / "target" / "monitor").iterdir() if p.is_dir()]
-    assert sorted(name.split("rank")[1][:1] for name in monitored) == ["0", "1"]  # both ranks ran under probe
-    assert sorted(p.name for p in (out / "stage1-monitor" / "target" / "l0").glob("step1/rank*")) == ["rank0", "rank1"]
-    log = (out / "stage1-monitor" / "target.log").read_text()
-    assert log.count("the script ends after step 1, the last one stage 1 monitors") == 2 and "step 2: loss" not in log
-    assert not (out / "stage1-monitor" / "target" / "parted").exists()
+    for side in ("bench", "target"):
+        folder = out / "stage1-monitor" / side
+        monitored = [p.name for p in (folder / "monitor").iterdir() if p.is_dir()]
+        assert sorted(name.split("rank")[1][:1] for name in monitored) == ["0", "1"]  # both ranks ran under probe
+        assert sorted(p.relative_to(folder / "l0").as_posix() for p in (folder / "l0").glob("step*/rank*")) == [
+            "step0/rank0", "step0/rank1", "step1/rank0", "step1/rank1"]
+        log = (out / "stage1-monitor" / f"{side}.log").read_text()
+        assert log.count("the script ends after step 1: the runs part there (grad_unreduced of module.2.bias") == 2
+        assert "step 1: loss" not in log, log
+        reports = out / "stage1-monitor" / "referee" / side
+        assert {p.name: json.loads(p.read_text()) for p in reports.glob("rank*.json")} == {
+            "rank0.json": {"step": 1, "world": 2}, "rank1.json": {"step": 1, "world": 2}}
     l0 = state(out, "stage2-l0")["finding"]
     assert (l0["name"], l0["step"], l0["rank_id"]) == ("Module.module.1.GELU.forward.0", 1, 1)
     assert sorted(p.name for p in (out / "stage2-l0" / "target").glob("step*/rank*")) == ["rank1"]
+
+
+def test_a_side_that_fails_frees_the_other(tmp_path):
+    """Both sides at once, the bench fails before its first step: the target's run, waiting for a verdict on step 0,
+    is let go on unchecked (the referee cannot compare), and probe locate names the bench's failure."""
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PROBE_", "MONITOR_"))}
+    done = subprocess.run([PROBE, "locate", "-o", str(out), "--parallel", "--bench", f"{PY} {SCRIPT} --no-such-flag",
+                           "--target", f"{PY} {SCRIPT} --steps 3", "--steps", "3"], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode != 0
+    assert "the bench command" in done.stderr + done.stdout and "exited with code 2" in done.stderr + done.stdout
+    target = (out / "stage1-monitor" / "target.log").read_text()
+    assert "the script ends after step 2, the last one stage 1 monitors" in target
+    verdict = json.loads((out / "stage1-monitor" / "referee" / "target" / "verdict.json").read_text())
+    assert verdict["free"] and "no monitor CSV files" in verdict["error"]
+
+
+def test_a_rank_goes_on_when_probe_locate_is_gone(tmp_path):
+    """A rank reports its step and waits for a verdict; when the process that gives verdicts has ended (probe locate
+    killed), it goes on unchecked instead of waiting for ever."""
+    from probe_locate.referee import VERDICT, wait_for_verdict, write_json
+
+    gone = subprocess.run([PY, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    write_json(tmp_path / VERDICT, {"pid": int(gone.stdout), "checked": -1, "parted": None, "free": False})
+    assert wait_for_verdict(tmp_path, 1, 2, 0) is None
+    assert json.loads((tmp_path / "rank1.json").read_text()) == {"step": 0, "world": 2}
+    write_json(tmp_path / VERDICT, {"pid": os.getpid(), "checked": 3, "parted": {"step": 3}, "free": False})
+    assert wait_for_verdict(tmp_path, 1, 2, 3) == {"step": 3}  # a verdict on the step: its divergence

@@ -57,8 +57,9 @@ def _free_port() -> int:
 
 
 def test_two_ranks_under_msrun(tmp_path):
-    """2 ranks under msrun (MindSpore's CPU collectives), the last rank's GELU switched from step 1: stage 1
-    monitors both ranks, names rank 1, and every rank's run ends after the 2 steps monitored."""
+    """2 ranks under msrun (MindSpore's CPU collectives), the last rank's GELU switched from step 1, both sides at
+    once: stage 1 monitors both ranks, names rank 1, and every rank of both runs ends right after step 1, where the
+    runs part (of the 3 steps monitored)."""
     out, launcher = tmp_path / "out", Path(PY).with_name("msrun")
     path = f"PATH={Path(PY).parent}:/usr/bin:/bin"  # msrun starts each rank with the 'python' of PATH
 
@@ -67,15 +68,16 @@ def test_two_ranks_under_msrun(tmp_path):
                 f"--log_dir={tmp_path / side} {MS_SCRIPT} --steps 4{extra}")
 
     done = locate(out, "--bench", command("bench"), "--target", command("target", " --gelu-tanh-from 1"),
-                  "--steps", "2", "--stop-after", "monitor")
+                  "--steps", "3", "--stop-after", "monitor")
     monitor = state(out, "stage1-monitor")["finding"]
     assert (monitor["step"], monitor["rank"]) == (1, 1), done.stdout
     folders = [p for p in (out / "stage1-monitor" / "target" / "monitor").iterdir() if p.is_dir() and any(p.iterdir())]
     ranks = [p.name.split("rank")[1][:1] for p in folders]
     assert sorted(ranks) == ["0", "1"]  # both workers ran under probe (msrun's scheduler records nothing)
-    for rank in (0, 1):
-        log = (tmp_path / "target" / f"worker_{rank}.log").read_text()
-        assert "the script ends after step 1, the last one stage 1 monitors" in log and "step 2: loss" not in log
+    for side in ("bench", "target"):
+        for rank in (0, 1):
+            log = (tmp_path / side / f"worker_{rank}.log").read_text()
+            assert "the script ends after step 1: the runs part there (" in log and "step 2: loss" not in log, log
     # the L0 dump beside the monitor: both workers' ranks at both steps (msrun's scheduler records nothing)
     dumped = sorted(p.relative_to(out / "stage1-monitor" / "target" / "l0").as_posix()
                     for p in (out / "stage1-monitor" / "target" / "l0").glob("step*/rank*"))

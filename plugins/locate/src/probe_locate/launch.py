@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,12 +56,6 @@ class TrainingCommand:
                               "you run it: 'python train.py ARGS' or 'torchrun --nproc_per_node=2 train.py ARGS'")
         launcher = tuple(tokens[:script]) or (sys.executable,)
         return cls(text, env, launcher, tokens[script], tuple(tokens[script + 1:]))
-
-    @property
-    def single_process(self) -> bool:
-        """Whether the script runs in one process: a ``python`` launcher (no ``-m``: ``python -m torch.distributed.run``
-        starts ranks), not ``torchrun``/``msrun``."""
-        return Path(self.launcher[0]).name.startswith("python") and "-m" not in self.launcher
 
     def under_probe(self, probe_args: list[str]) -> list[str]:
         """The command with ``probe run PROBE_ARGS`` in front of the script."""
@@ -120,27 +115,42 @@ def _tail(log: Path, lines: int = 6) -> str:
     return " | ".join(text[-lines:])
 
 
-def run_training(jobs: list[tuple[str, TrainingCommand, list[str], Path]], cost: Cost, parallel: bool) -> None:
-    """Run each ``(side, command, probe run arguments, log file)``; all at once when ``parallel``. A command that
-    fails is one error naming the side, its exit code, its log and the log's last lines."""
-    pending = []
-    for side, command, probe_args, log in jobs:
+def run_training(jobs: list[tuple[str, TrainingCommand, list[str], Path]], cost: Cost, parallel: bool,
+                 watch: Callable[[set[str]], None] | None = None) -> None:
+    """Run each ``(side, command, probe run arguments, log file)``; all at once when ``parallel``. While they run,
+    ``watch(ended)`` is called every few hundredths of a second with the sides whose command has ended. A command
+    that fails is one error naming the side, its exit code, its log and the log's last lines (once the commands
+    running beside it have ended too)."""
+    started: dict[str, tuple[TrainingCommand, Path, subprocess.Popen]] = {}
+    ended: set[str] = set()
+    for number, (side, command, probe_args, log) in enumerate(jobs):
         argv = command.under_probe(probe_args)
         cost.ran.append(f"{side}: {shlex.join(argv)}")
         with open(log, "w") as handle:
-            process = subprocess.Popen(argv, env=os.environ | command.env, stdout=handle, stderr=subprocess.STDOUT)
-        pending.append((side, command, log, process))
-        if not parallel:
-            _finish(*pending.pop())
-    for job in pending:
-        _finish(*job)
+            started[side] = (command, log, subprocess.Popen(argv, env=os.environ | command.env, stdout=handle,
+                                                            stderr=subprocess.STDOUT))
+        if not parallel or number == len(jobs) - 1:
+            _wait(started, ended, watch)
+            _raise_failed(started)
 
 
-def _finish(side: str, command: TrainingCommand, log: Path, process: subprocess.Popen) -> None:
-    code = process.wait()
-    if code != 0:
-        raise ProbeError(f"probe locate: the {side} command ({command.text}) exited with code {code} under probe run; "
-                         f"its output: {log} ({_tail(log)})")
+def _raise_failed(started: dict[str, tuple[TrainingCommand, Path, subprocess.Popen]]) -> None:
+    for side, (command, log, process) in started.items():
+        if process.returncode != 0:
+            raise ProbeError(f"probe locate: the {side} command ({command.text}) exited with code "
+                             f"{process.returncode} under probe run; its output: {log} ({_tail(log)})")
+
+
+def _wait(started: dict[str, tuple[TrainingCommand, Path, subprocess.Popen]], ended: set[str],
+          watch: Callable[[set[str]], None] | None) -> None:
+    """Until every command started has ended, ``watch`` being called in between."""
+    while True:
+        ended |= {side for side, (_, _, process) in started.items() if process.poll() is not None}
+        if watch is not None:
+            watch(set(ended))
+        if len(ended) == len(started):
+            return
+        time.sleep(0.02)
 
 
 def probe_command(registry: Any, argv: list[str], log: Path, cost: Cost) -> int:

@@ -1,9 +1,9 @@
 """The funnel's first three stages, each through probe's own commands and read back from the files they write.
 
 1. ``monitor``: ``probe run --task locate-monitor`` on both commands (the first ``steps`` steps: the monitor and an
-   L0 statistics dump in the same runs; run one after the other, a single-process target ends at the first step
-   where it parts from the bench), ``probe monitor compare``: the first step, rank and quantity where the runs part
-   (or an answer: they agree, the update parts first).
+   L0 statistics dump in the same runs; every rank of the target, and of the bench when they run at the same time,
+   ends right after the first step where the runs part: :mod:`probe_locate.referee`), ``probe monitor compare``: the
+   first step, rank and quantity where the runs part (or an answer: they agree, the update parts first).
 2. ``l0``: ``probe compare`` of stage 1's L0 dumps of that step and rank only (hard-linked into the stage's folder;
    ``probe run`` at L0 of that step when stage 1 compared monitor outputs the user gave): the first module that adds
    error.
@@ -27,13 +27,18 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from probe_core.api import DumpError, ProbeError, counterpart, direction, is_module, is_params_grad
 from probe_locate.launch import Cost, TrainingCommand, probe_command, run_training
+from probe_locate.referee import Referee
 from probe_locate.settings import L0_CONFIG, Settings
 from probe_locate.window import DUMP, MONITOR, NAME as WINDOW_TASK
+
+#: stage 1's folder where the runs report their steps and probe locate gives its verdicts (probe_locate.referee)
+REFEREE = "referee"
 
 #: monitor quantities after the gradients along the update chain: a run that parts there first parts in the update
 UPDATE_QUANTITIES = ("grad_norm", "exp_avg", "exp_avg_sq", "param_updated")
@@ -57,10 +62,11 @@ class Context:
         return {"bench": TrainingCommand.parse(s.bench, "--bench"), "target": TrainingCommand.parse(s.target, "--target")}
 
     def run_both(self, probe_args: list[str], config: dict[str, Any], sub: str = "",
-                 bench_config: dict[str, Any] | None = None) -> tuple[Path, Path]:
+                 bench_config: dict[str, Any] | None = None,
+                 watch: Callable[[set[str]], None] | None = None) -> tuple[Path, Path]:
         """Both commands under ``probe run PROBE_ARGS -c CONFIG --dump-path FOLDER[/SUB]/{side}`` (the bench with
-        ``bench_config`` in ``bench_config.json`` where its names differ: another framework's); the two output
-        paths."""
+        ``bench_config`` in ``bench_config.json`` where it differs: another framework's names, its own referee
+        folder), ``watch`` called while they run (:func:`run_training`); the two output paths."""
         folder = self.folder / sub
         folder.mkdir(exist_ok=True)
         paths = {"target": folder / "config.json"}
@@ -72,7 +78,7 @@ class Context:
         jobs = [(side, command, [*probe_args, *framework, "-c", str(paths[side]), "--overwrite", "--dump-path",
                                  str(folder / side)], folder / f"{side}.log")
                 for side, command in self.commands().items()]
-        run_training(jobs, self.cost, self.settings.parallel)
+        run_training(jobs, self.cost, self.settings.parallel, watch)
         return folder / "target", folder / "bench"
 
     def probe(self, *argv: Any) -> None:
@@ -119,10 +125,13 @@ def monitor(ctx: Context, previous: dict[str, Any]) -> dict[str, Any]:
         (ctx.folder / "monitor_config.json").write_text(json.dumps(s.monitor_config, indent=1))
         (ctx.folder / "l0_config.json").write_text(json.dumps(L0_CONFIG, indent=1))
         config = {"monitor": "monitor_config.json", "dump": "l0_config.json"}
-        target_config = config | ({"parted_from": f"bench/{MONITOR}", "compare_options": [str(o) for o in options]}
-                                  if _stops_when_parted(ctx) else {})
-        target, bench = (side / MONITOR for side in ctx.run_both(["--task", WINDOW_TASK], target_config,
-                                                                 bench_config=config))
+        refereed = ["bench", "target"] if s.parallel else ["target"]  # one after the other: the bench runs on
+        monitors = {side: ctx.folder / side / MONITOR for side in ("bench", "target")}
+        referee = Referee(ctx.folder / REFEREE, monitors, refereed, ctx.registry, [str(o) for o in options])
+        configs = {side: config | ({"referee": f"{REFEREE}/{side}"} if side in refereed else {})
+                   for side in ("bench", "target")}
+        ctx.run_both(["--task", WINDOW_TASK], configs["target"], bench_config=configs["bench"], watch=referee.check)
+        target, bench = monitors["target"], monitors["bench"]
     else:
         return {"found": "skipped: no commands and no monitor outputs (starting from the dumps)", "skipped": True}
     ctx.probe("monitor", "compare", target, bench, "-o", ctx.folder / "compare", "--no-xlsx", *options)
@@ -142,12 +151,6 @@ def monitor(ctx: Context, previous: dict[str, Any]) -> dict[str, Any]:
                 f"the weights change between the update of step {step - 1} and step {step}")
         return answer("weights", f"{text}: param_origin of {name} parts first at step {step}", step=step, rank=rank)
     return {"found": f"the runs part at {where}", "step": step, "rank": rank, "quantity": quantity, "name": name}
-
-
-def _stops_when_parted(ctx: Context) -> bool:
-    """Whether the target's stage-1 run ends at the first step where it parts from the bench's: the bench runs first
-    (not ``parallel``) and the target is one process (the ranks of a job would have to stop together)."""
-    return not ctx.settings.parallel and ctx.commands()["target"].single_process
 
 
 def one_step(step: int, rank: int) -> dict[str, Any]:

@@ -5,11 +5,10 @@ an L0 statistics dump in the same run, and the script ends right after the last 
 ``config.json`` names two files, relative to its own folder: ``{"monitor": "monitor_config.json", "dump":
 "l0_config.json"}``: the monitor's config (msprobe's monitor_config.json keys) and a probe run config (config.json
 keys; ``dump_path`` is set here). The monitor writes to ``OUT/monitor``, the dump to ``OUT/l0`` (``step{N}/rank{R}``:
-what ``probe run -c l0_config.json`` writes). Without ``"dump"`` only the monitor runs. With ``"parted_from":
-"bench/monitor"`` (a finished run's monitor output) and ``"compare_options"`` (``probe monitor compare``'s ``--rtol``,
-...), each step ends with ``probe monitor compare`` of the steps so far against it (in ``OUT/parted``), and the script
-ends after the first step where the two part: a single process only (every rank of a job would have to stop at the
-same step).
+what ``probe run -c l0_config.json`` writes). Without ``"dump"`` only the monitor runs. With ``"referee":
+"referee/target"`` (a folder beside the config), each step ends with every rank reporting it there and waiting for
+probe locate's verdict on it (:mod:`probe_locate.referee`): the script ends after the first step where the two runs
+part, on every rank of the job (all read the same verdict).
 
 The monitor is used through the registry's ``monitor`` run task (probe-monitor), unchanged; the dump is the
 framework's ``PrecisionDebugger`` (probe-core's public ``PrecisionDebuggerBase``) started as ``probe run`` starts its
@@ -22,21 +21,20 @@ cell's call, through ``nn.Cell.__call__`` wrapped over their wrappers (restored 
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from probe_core.api import (ConfigError, PluginError, PrecisionDebuggerBase, RunRequest, human_size, read_config,
-                            run_command)
+from probe_core.api import (ConfigError, PluginError, PrecisionDebuggerBase, RunRequest, human_size, process_rank,
+                            read_config)
+from probe_locate.referee import wait_for_verdict
 
 NAME = "locate-monitor"
 #: the keys of the run task's config.json naming a file relative to the config's folder, and the others
-FILES, OTHERS = ("monitor", "dump"), ("parted_from", "compare_options")
-#: the side's output folder holds the monitor's output, the dump and the check against the bench in these subfolders
-MONITOR, DUMP, PARTED = "monitor", "l0", "parted"
+FILES, FOLDERS = ("monitor", "dump"), ("referee",)
+#: the side's output folder holds the monitor's output and the dump in these subfolders
+MONITOR, DUMP = "monitor", "l0"
 
 
 def steps_to_run(config: dict[str, Any]) -> int:
@@ -45,26 +43,20 @@ def steps_to_run(config: dict[str, Any]) -> int:
 
 
 def read_task_config(path: str | None) -> dict[str, Any]:
-    """``config.json`` (``path``): its files and folders as paths (each must exist), ``compare_options`` as is."""
+    """``config.json`` (``path``): its files and folders as paths (each must exist)."""
     if path is None:
         raise ConfigError(f"probe run --task {NAME}: give -c config.json naming the monitor's config: "
                           '{"monitor": "monitor_config.json", "dump": "l0_config.json"}')
     raw = read_config(path)
-    if not isinstance(raw, dict) or "monitor" not in raw or set(raw) - set(FILES + OTHERS):
+    if not isinstance(raw, dict) or "monitor" not in raw or set(raw) - set(FILES + FOLDERS):
         raise ConfigError(f"{path}: probe run --task {NAME} takes {{\"monitor\": FILE, \"dump\": FILE, "
-                          f"\"parted_from\": FOLDER, \"compare_options\": [...]}} (paths relative to the config's "
-                          f"folder; all but \"monitor\" optional), got keys {sorted(raw)}")
+                          f"\"referee\": FOLDER}} (paths relative to the config's folder; all but \"monitor\" "
+                          f"optional), got keys {sorted(raw)}")
     values = {}
     for key, name in raw.items():
-        if key == "compare_options":
-            if not isinstance(name, list) or not all(isinstance(option, str) for option in name):
-                raise ConfigError(f"{path}: key 'compare_options': {name!r}: must be a list of strings "
-                                  '(probe monitor compare\'s options: ["--rtol", "3e-05"])')
-            values[key] = name
-            continue
         found = Path(path).parent / name if isinstance(name, str) else None
         if found is None or not (found.is_file() if key in FILES else found.is_dir()):
-            what = "file" if key in FILES else "folder (a finished run's monitor output)"
+            what = "file" if key in FILES else "folder (probe locate's referee folder for this side)"
             raise ConfigError(f"{path}: key {key!r}: {name!r} is not a {what} beside the config; write it there "
                               "and name it")
         values[key] = found
@@ -83,7 +75,7 @@ class MonitorWindow:
         self.output, self.registry = Path(request.output or "locate_monitor_output"), request.registry
         self.steps, self.done = steps_to_run(read_config(config["monitor"])), 0
         self.optimizer, self.hook, self.dump = None, None, None
-        self.parted_from, self.compare_options = config.get("parted_from"), config.get("compare_options", [])
+        self.referee, self.framework = config.get("referee"), request.framework
         self.inner = monitor.load()(dataclasses.replace(request, config=str(config["monitor"]),
                                                         output=str(self.output / MONITOR)))
         if "dump" in config:
@@ -105,24 +97,14 @@ class MonitorWindow:
             print(f"probe locate: the script ends after step {self.done - 1}, the last one stage 1 monitors",
                   file=sys.stderr)
             raise SystemExit(0)
-        parted = self._parted()
+        if self.referee is None:
+            return
+        parted = wait_for_verdict(self.referee, *process_rank(self.framework, self.registry), self.done - 1)
         if parted is not None:
-            print(f"probe locate: the script ends after step {self.done - 1}: the run parts from the bench there "
+            print(f"probe locate: the script ends after step {self.done - 1}: the runs part there "
                   f"({parted['quantity']} of {parted['name']}, step {parted['step']}, rank {parted['rank']})",
                   file=sys.stderr)
             raise SystemExit(0)
-
-    def _parted(self) -> dict[str, Any] | None:
-        """``probe monitor compare`` of the steps so far against ``parted_from``: its first divergence, if any."""
-        if self.parted_from is None:
-            return None
-        out = self.output / PARTED
-        out.mkdir(parents=True, exist_ok=True)
-        argv = ["monitor", "compare", self.output / MONITOR, self.parted_from, "-o", out, "--no-xlsx",
-                *self.compare_options]
-        with open(out / "compare.log", "a") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-            run_command(argv, self.registry)
-        return json.loads((out / "summary.json").read_text()).get("first_divergence")
 
     def close(self, exit_code: int = 0) -> None:
         if self.hook is not None:
