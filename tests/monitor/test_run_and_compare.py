@@ -89,6 +89,19 @@ def test_compare_names_the_step_where_the_learning_rate_changed(runs):
         assert image.format == "PNG" and image.size[0] > 300
 
 
+def test_summary_only_writes_the_same_verdict_and_no_tables(runs):
+    full, _ = _compare(runs, "lr", "base", "cmp_lr_full")
+    probe("monitor", "compare", "lr", "base", "-o", "cmp_lr_summary", "--summary-only", cwd=runs)
+    out = runs / "cmp_lr_summary"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["first_divergence"] == full["first_divergence"] and summary["first_divergence"] is not None
+    assert sorted(p.name for p in out.iterdir()) == ["summary.json"]
+    assert (summary["csv"], summary["xlsx"], summary["plot"]) == (None, None, None)
+    refused = probe("monitor", "compare", "lr", "base", "-o", "cmp_lr_html", "--summary-only", "--html",
+                    "r.html", cwd=runs, check=False)
+    assert refused.returncode == 2 and "--summary-only" in refused.stderr
+
+
 def test_compare_names_the_layer_whose_gradient_a_bug_scales(runs):
     summary, _ = _compare(runs, "scaled", "base", "cmp_scaled")
     first = summary["first_divergence"]

@@ -113,7 +113,7 @@ class Referee:
     def _compare(self) -> dict[str, Any] | None:
         """``probe monitor compare`` of the monitor outputs as they are now: its first divergence, if any."""
         out = self.folder / "compare"
-        argv = ["monitor", "compare", self.monitors["target"], self.monitors["bench"], "-o", out, "--no-xlsx",
+        argv = ["monitor", "compare", self.monitors["target"], self.monitors["bench"], "-o", out, "--summary-only",
                 *self.options]
         with open(self.folder / "compare.log", "a") as log, contextlib.redirect_stdout(log), \
                 contextlib.redirect_stderr(log):

@@ -29,6 +29,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                               f"earlier steps (default {NOISE_FACTOR:g})")
     compare.add_argument("--rank", type=int, action="append", help="compare only this rank (repeatable)")
     compare.add_argument("--no-xlsx", action="store_true", help="write the CSV only")
+    compare.add_argument("--summary-only", action="store_true",
+                         help="write summary.json alone (no CSV, XLSX or plot): the verdict a script checks, e.g. "
+                              "after every step of a run")
     add_html_argument(compare, "the monitor compare (where the runs part, curves, heat map, parameters)")
 
 
@@ -58,6 +61,9 @@ def run(args: argparse.Namespace) -> int:
     check_tolerance("--rtol", args.rtol)
     check_tolerance("--noise-factor", args.noise_factor)
     check_html(args)
+    if args.summary_only and getattr(args, "html", None):
+        raise CompareError("probe monitor compare: --html draws from the CSV that --summary-only leaves out; "
+                           "drop one of them")
     out = prepare_output_dir(args.output, flag="-o")
     labels = (args.a, args.b)
     found = [rank_folders(Path(path)) for path in labels]
@@ -75,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     if not comparison.pairs:
         raise CompareError(nothing_in_common(comparison, labels))
     summary = write_report(comparison, out, labels, xlsx=not args.no_xlsx, rtol=args.rtol,
-                           noise_factor=args.noise_factor)
+                           noise_factor=args.noise_factor, tables=not args.summary_only)
     print_table(comparison, summary)
     for path, folders in zip(labels, found):
         print(f"probe monitor compare: read {describe(Path(path), folders)}")

@@ -205,8 +205,9 @@ def print_table(comparison: Comparison, summary: dict[str, Any]) -> None:
 
 
 def write_report(comparison: Comparison, out: Path, labels: tuple[str, str], *, xlsx: bool = True,
-                 rtol: float, noise_factor: float) -> dict[str, Any]:
-    """Write every result file into ``out`` (checked by the caller); a failed write is one error line."""
+                 rtol: float, noise_factor: float, tables: bool = True) -> dict[str, Any]:
+    """Write every result file into ``out`` (checked by the caller; ``tables`` False: summary.json alone, without
+    the CSV, XLSX and plot); a failed write is one error line."""
     written: list[str] = []
 
     def write(name: str, how: Callable[[Path], None]) -> None:
@@ -218,11 +219,13 @@ def write_report(comparison: Comparison, out: Path, labels: tuple[str, str], *, 
         written.append(name)
 
     with writing(f"the monitor compare results in {out}", lambda: written):
-        header, rows = table(comparison)
-        write(CSV_NAME, lambda path: write_csv(path, header, rows))
+        xlsx, plotted = xlsx and tables, tables and comparison.first is not None
+        if tables:
+            header, rows = table(comparison)
+            write(CSV_NAME, lambda path: write_csv(path, header, rows))
         if xlsx:
             write(XLSX_NAME, lambda path: write_xlsx(path, header, rows))
-        if comparison.first is not None:
+        if plotted:
             write(PLOT_NAME, lambda path: plot(path, comparison, labels))
         steps = sorted({p.a.step for p in comparison.pairs})
         summary = {"a": labels[0], "b": labels[1], "ranks": comparison.ranks,
@@ -232,8 +235,8 @@ def write_report(comparison: Comparison, out: Path, labels: tuple[str, str], *, 
                    "rtol": rtol, "noise_factor": noise_factor, "first_divergence": first_json(comparison),
                    "nan_inf": {"rows": len(comparison.non_finite),
                                "first": [finding(p) for p in comparison.non_finite[:NON_FINITE_LISTED]]},
-                   "quantities_at_first_step": at_first_step(comparison), "csv": str(out / CSV_NAME),
-                   "xlsx": str(out / XLSX_NAME) if xlsx else None,
-                   "plot": str(out / PLOT_NAME) if comparison.first is not None else None}
+                   "quantities_at_first_step": at_first_step(comparison),
+                   "csv": str(out / CSV_NAME) if tables else None, "xlsx": str(out / XLSX_NAME) if xlsx else None,
+                   "plot": str(out / PLOT_NAME) if plotted else None}
         write(SUMMARY_NAME, lambda path: path.write_text(json.dumps(summary, indent=1, allow_nan=False)))
     return summary
