@@ -112,10 +112,11 @@ class Forms:
         return signature, tuple(stats)
 
 
-def _flat(data: dict) -> tuple[tuple, tuple] | None:
+def _flat_python(data: dict) -> tuple[tuple, tuple] | None:
     """(key, statistics) of a flat entry, ``None`` for any other. The key holds every field the signature
     depends on (types with the values where equal values of two types would compare equal: ``True == 1``);
-    the statistics are checked here, being no part of the key."""
+    the statistics are checked here, being no part of the key. :func:`_flat` is the C helper's
+    (``probe_core.compare._flat``) where it is built, the same function."""
     key: list[Any] = []
     stats: list[Any] = []
     for section, _, _ in SECTIONS:
@@ -160,6 +161,15 @@ def _flat(data: dict) -> tuple[tuple, tuple] | None:
             else:
                 return None
     return tuple(key), tuple(stats)
+
+
+try:
+    from probe_core.compare import _flat as _flat_native
+except ImportError:  # built without a C compiler
+    _flat = _flat_python
+else:
+    _flat_native.configure(tuple(section for section, _, _ in SECTIONS), TENSOR_KEYS, ARGUMENT_KEYS)
+    _flat = _flat_native.flat
 
 
 def _same_numbers(ours: tuple, theirs: tuple) -> bool:
