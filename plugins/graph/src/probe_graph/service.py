@@ -120,7 +120,8 @@ def _run_job(job: GraphJob, options: GraphOptions, registry: Any) -> JobResult:
             if graph is not None:
                 graph.release()
         return result
-    result.rows.append(graph_rows(target, metrics, mode.shown_rows if mode is not None else None))
+    shown = (mode.shown_rows, mode.shown_columns) if mode is not None else (None, None)
+    result.rows.append(graph_rows(target, metrics, *shown))
     if bench is not None:  # both graphs stay until their rows are written (each row links to its partner)
         result.rows.append(graph_rows(bench))
     result.summary = summarize(target, bench)
@@ -267,9 +268,10 @@ def _progress_bar(total: int, shown: bool) -> Iterator[Callable[[], None]]:
     if not shown or sys.stdout is None or not sys.stdout.isatty():
         yield lambda: None
         return
+    from rich.console import Console
     from rich.progress import Progress
 
-    with Progress(transient=True) as bar:
+    with Progress(transient=True, console=Console()) as bar:  # its own console: never nested in another display
         task = bar.add_task("building graphs", total=total)
         yield lambda: bar.advance(task)
 
