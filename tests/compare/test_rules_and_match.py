@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+import struct
 
 from probe_core.compare.mapping import NameMap, builtin_map, load_mapping
 from probe_core.compare.match import _Keyer, match_entries
@@ -240,6 +241,18 @@ def test_shown_rows_are_shown_metrics_row_by_row():
         rows = [tuple(rnd.choice(odd) if rnd.random() < 0.2 else rnd.uniform(-2, 2) * 10.0 ** rnd.randint(-12, 5)
                       for _ in names) for _ in range(rnd.randint(1, 12))]
         assert mode.shown_rows(names, rows) == [mode.shown_metrics(dict(zip(names, row))) for row in rows]
+
+
+def test_shown_rows_formats_all_finite_columns_as_shown_metrics():
+    """Columns of finite floats only take shown_rows' bulk path (one ``%`` for the relative errors): the same
+    texts as shown_metrics for any double (random bit patterns: subnormals, ones that overflow times 100)."""
+    mode = StatisticsMode()
+    names = DIFF_COLUMNS + RELATIVE_COLUMNS
+    rnd = random.Random(7)
+    doubles = [struct.unpack("<d", struct.pack("<Q", rnd.getrandbits(64)))[0] for _ in range(20000)]
+    doubles = [x for x in doubles if math.isfinite(x)] + [0.0, -0.0, 5e-324, 1.7976931348623157e308, 9.9999995e-7]
+    rows = [tuple(doubles[(k + i * 7) % len(doubles)] for i in range(len(names))) for k in range(len(doubles))]
+    assert mode.shown_rows(names, rows) == [mode.shown_metrics(dict(zip(names, row))) for row in rows]
 
 
 def test_a_worst_row_within_the_modes_tolerance_says_how_far_apart_it_is():

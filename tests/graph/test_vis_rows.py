@@ -32,9 +32,10 @@ def python_texts(tables, metrics):
 
 def test_tables_json_writes_format_tables_text():
     assert vis_db.tables_json is not None, "probe_core._reprs was not built (no C compiler?)"
-    floats = vis_db.table_floats(TABLES)
-    written = vis_db.tables_json(TABLES, METRICS, floats)
+    written = vis_db.tables_json(TABLES, METRICS)  # each float's repr written in C
     assert written == python_texts(TABLES, METRICS)
+    assert vis_db.tables_json(TABLES, METRICS, vis_db.table_floats(TABLES)) == written  # the texts given
+    assert '"Min":"-2.25e-07","Mean":"nan","Norm":"inf"' in written[1]
     shown = json.loads(written[1])
     assert shown["input.0"]["Max"] == "overridden" and shown["input.0"]["MaxAbsErr"] == "0.5"
     assert shown["input.1"] == {"type": "int", "value": "3", "Max": "3", "Min": "3", "Mean": "3", "Norm": "3",
@@ -47,6 +48,10 @@ def test_tables_json_refuses_what_it_does_not_write(monkeypatch):
     tables = [{"input.0": {**TENSOR, "dtype": "torch.float32é"}}]
     with pytest.raises(ValueError):
         vis_db.tables_json(tables, [None], vis_db.table_floats(tables))
+    with pytest.raises(ValueError):
+        vis_db.tables_json(tables, [None])
+    with pytest.raises(ValueError):  # metrics as columns: two texts for one name
+        vis_db.tables_json([{"input.0": TENSOR}], [(("Cosine",), {"input.0": ("1.0", "2.0")})])
     with pytest.raises(ValueError):  # a float short
         vis_db.tables_json(TABLES, METRICS, vis_db.table_floats(TABLES)[:-1])
     assert vis_db.format_tables(tables, [None]) == python_texts(tables, [None])  # falls back to Python
@@ -55,14 +60,18 @@ def test_tables_json_refuses_what_it_does_not_write(monkeypatch):
 
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True),
-                    st.text(max_size=6), st.lists(st.integers(0, 9), max_size=3))
+                    st.text(max_size=6), st.lists(st.one_of(st.integers(-2**70, 2**70), st.booleans()), max_size=3))
 fields = st.sampled_from(["type", "dtype", "shape", "Max", "Min", "Mean", "Norm", "value", "requires_grad",
                           "data_name", "md5"])
 keys = st.one_of(st.sampled_from(["input.0", "input.1", "output.0"]), st.text(max_size=8))  # shared: extras merge
 descriptions = st.dictionaries(fields, scalars, max_size=8)
 tables = st.dictionaries(keys, descriptions, max_size=4)
-extras = st.one_of(st.none(), st.dictionaries(keys, st.dictionaries(st.one_of(fields, st.text(max_size=4)),
-                                                                    st.text(max_size=4), max_size=3)))
+metric_names = st.one_of(fields, st.text(max_size=4))
+extra_columns = st.lists(metric_names, unique=True, max_size=3).flatmap(  # (names, {key: texts}): shown_columns'
+    lambda names: st.tuples(st.just(tuple(names)),
+                            st.dictionaries(keys, st.tuples(*[st.text(max_size=4)] * len(names)), max_size=3)))
+extras = st.one_of(st.none(), st.dictionaries(keys, st.dictionaries(metric_names, st.text(max_size=4), max_size=3)),
+                   extra_columns)
 
 
 @settings(max_examples=300, deadline=None)
@@ -72,10 +81,11 @@ def test_format_tables_equals_format_table(pairs):
     metrics = [extra for _, extra in pairs]
     expected = python_texts(chosen, metrics)
     assert vis_db.format_tables(chosen, metrics) == expected
-    try:
-        assert vis_db.tables_json(chosen, metrics, vis_db.table_floats(chosen)) == expected
-    except ValueError:  # refused only for text beyond ASCII
-        assert not "".join(expected).isascii()
+    for floats in (None, vis_db.table_floats(chosen)):  # repr'd in C, or the texts given
+        try:
+            assert vis_db.tables_json(chosen, metrics, floats) == expected
+        except ValueError:  # refused only for text beyond ASCII
+            assert not "".join(expected).isascii()
     for text in expected:  # the viewer reads every column as JSON
         assert isinstance(json.loads(text), dict)
 
@@ -109,3 +119,24 @@ def test_rows_order_and_links_follow_the_tree():
     assert all(json.loads(rows[node.name][10]) == path(node.matched) for node in target.nodes.values())
     assert path(bench["Module.a.b.B.parameters_grad.0"]) == ["DefaultModel", "Module.a.A.backward.0",
                                                              "Module.a.b.B.backward.0", "Module.a.b.B.parameters_grad.0"]
+
+
+def test_the_graph_takes_statistics_metrics_as_columns():
+    """StatisticsMode.shown_columns (the fast form of shown_rows the graph asks for) gives shown_rows' texts as
+    columns, and a table's metrics in that form are written as the same text as in dicts."""
+    from probe_modes.md5 import Md5Mode
+    from probe_modes.statistics import DIFF_COLUMNS, RELATIVE_COLUMNS, StatisticsMode
+
+    mode, names = StatisticsMode(), DIFF_COLUMNS + RELATIVE_COLUMNS
+    rows = [(-0.5, 0.25, 1e-09, float("nan"), 3.0, 1e300, -0.0, float("inf")), (2.0, "N/A", 1.5, 0.0, 0.1, 0.2, 1, 2)]
+    assert Md5Mode().shown_columns(names, rows) is None  # shows its metrics otherwise: the graph takes its rows
+    shown_names, columns = mode.shown_columns(names, rows)
+    as_dicts = mode.shown_rows(names, rows)
+    assert [dict(zip(shown_names, cells)) for cells in zip(*columns)] == as_dicts
+    table = {"input.0": TENSOR, "input.1": {"type": "int", "value": 3}}
+    in_columns = (shown_names, {"input.0": tuple(columns[k][0] for k in range(len(names))),
+                                "input.1": tuple(columns[k][1] for k in range(len(names)))})
+    in_dicts = {"input.0": as_dicts[0], "input.1": as_dicts[1]}
+    assert vis_db.format_tables([table], [in_columns]) == vis_db.format_tables([table], [in_dicts]) \
+        == [vis_db.format_table(table, in_columns)]
+    assert json.loads(vis_db.format_tables([table], [in_columns])[0])["input.0"]["MaxRelativeErr"] == "300%"

@@ -413,16 +413,20 @@ done:
     return out;
 }
 
-/* tables_json(tables, extras, floats) -> list of str
+/* tables_json(tables, extras[, floats]) -> list of str
  *   tables: a list of dicts {tensor key: {field: value}}, a graph node's input or output descriptions;
- *   extras: for each table, None or {tensor key: {metric: str}} (compare columns merged into a description);
- *   floats: the text of every float field of the tables, in order (probe_core.graph.vis_db.table_floats).
- * Each text is what probe_core.graph.vis_db.format_table(table, extra, iter(floats)) returns: every field
- * as text (a float's from floats, None as "null", a str as it is, anything else its str()), a scalar's
- * value repeated as Max/Min/Mean/Norm with its dtype and shape, requires_grad and data_name defaults, the
- * extra columns merged in, all written as compact JSON (as msgspec writes it). Raises ValueError for what
- * it does not write (a non-ASCII text, a key that is not a str, too few floats): the caller then formats
- * the tables itself. */
+ *   extras: for each table, None or {tensor key: {metric: str}} (compare columns merged into a description),
+ *           or (names, {tensor key: texts}): each tensor's metrics as a tuple of texts in `names`' order;
+ *   floats: optional, the text of every float field of the tables, in order (probe_graph.vis_db.table_floats);
+ *           without it each float is written as repr() writes it, from msgspec's JSON text of them all read as
+ *           reprs reads it (NaN and the infinities: PyOS_double_to_string, repr's own call).
+ * Each text is what probe_graph.vis_db.format_table(table, extra) returns: every field as text (a float's
+ * repr, None as "null", a str as it is, anything else its str()), a scalar's value repeated as
+ * Max/Min/Mean/Norm with its dtype and shape, requires_grad and data_name defaults, the extra columns merged
+ * in, all written as compact JSON (as msgspec writes it). A tensor's description (one with a Max) whose extra
+ * columns are all new keys is written straight from its fields; any other through a dict of its texts, as
+ * format_value makes it. Raises ValueError for what it does not write (a non-ASCII text, a key that is not a
+ * str, too few floats): the caller then formats the tables itself. */
 typedef struct {
     char *data;
     Py_ssize_t size, capacity;
@@ -487,51 +491,194 @@ static int put_string(Buffer *b, PyObject *text) {
     return 0;
 }
 
-/* The shown description of `value` (a new dict of str), as vis_db.format_value makes it; NULL with
- * ValueError set for what it does not handle. */
-static PyObject *shown_value(PyObject *value, PyObject *floats, Py_ssize_t *next) {
-    if (!PyDict_CheckExact(value))
+/* Where the float fields' texts come from, in the tables' order: `texts` (the caller's list of str), else
+ * msgspec's JSON array of their values (`encoded`, read token by token from `p` as reprs reads it). */
+typedef struct {
+    PyObject *texts, *encoded;
+    Py_ssize_t next, p;
+} Floats;
+
+static PyObject *encode_numbers;  /* msgspec.json.Encoder().encode, imported when first needed */
+
+/* Every exact float field of the tables' descriptions, in order, as msgspec's JSON array (NULL with an error). */
+static PyObject *float_fields_json(PyObject *tables) {
+    if (encode_numbers == NULL) {
+        PyObject *module = PyImport_ImportModule("msgspec.json"), *encoder;
+        encoder = module != NULL ? PyObject_CallMethod(module, "Encoder", NULL) : NULL;
+        Py_XDECREF(module);
+        encode_numbers = encoder != NULL ? PyObject_GetAttrString(encoder, "encode") : NULL;
+        Py_XDECREF(encoder);
+        if (encode_numbers == NULL)
+            return NULL;
+    }
+    PyObject *values = PyList_New(0), *table, *value, *key, *item, *encoded = NULL;
+    if (values == NULL)
         return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tables); i++) {
+        Py_ssize_t at = 0, pos;
+        table = PyList_GET_ITEM(tables, i);
+        while (PyDict_Check(table) && PyDict_Next(table, &at, &key, &value))
+            for (pos = 0; PyDict_Check(value) && PyDict_Next(value, &pos, &key, &item);)
+                if (PyFloat_CheckExact(item) && PyList_Append(values, item) < 0)
+                    goto done;
+    }
+    encoded = PyObject_CallOneArg(encode_numbers, values);
+    if (encoded != NULL && !PyBytes_Check(encoded)) {
+        Py_CLEAR(encoded);
+        PyErr_SetString(PyExc_TypeError, "tables_json: msgspec.json.Encoder().encode gave no bytes");
+    }
+done:
+    Py_DECREF(values);
+    return encoded;
+}
+
+/* repr(item) of the float field `item` into out (80 bytes), from the next of `encoded`'s tokens; its length, -2
+ * when the tokens run out or are not msgspec's, -1 with an error set. */
+static Py_ssize_t next_float(Floats *f, PyObject *item, char *out) {
+    const char *text = PyBytes_AS_STRING(f->encoded);
+    Py_ssize_t limit = PyBytes_GET_SIZE(f->encoded) - 1, start = f->p, n;
+    Token t;
+    if (start >= limit)
+        return -2;
+    Py_ssize_t end = read_token(text, start, limit, &t);
+    if (end < 0 || (end < limit && text[end] != ','))
+        return -2;
+    f->p = end + 1;
+    f->next++;
+    if (t.kind == 'f')
+        return float_repr(&t, out);
+    if (t.kind == 'i')  /* msgspec writes no float so */
+        return -2;
+    char *word = PyOS_double_to_string(PyFloat_AS_DOUBLE(item), 'r', 0, Py_DTSF_ADD_DOT_0, NULL);  /* nan, inf */
+    if (word == NULL)
+        return -1;
+    n = (Py_ssize_t)strlen(word);
+    if (n <= 64)
+        memcpy(out, word, n);
+    PyMem_Free(word);
+    return n <= 64 ? n : -2;
+}
+
+/* An int, or a list of ints (a shape), as str() writes it, as a JSON string: 0, or 1 (nothing written) for
+ * anything else, as an int beyond 64 bits. */
+static int put_ints(Buffer *b, PyObject *item) {
+    int is_list = PyList_CheckExact(item);
+    Py_ssize_t n = is_list ? PyList_GET_SIZE(item) : 1;
+    if (reserve(b, 4 + n * 24) < 0)
+        return -1;
+    char *at = b->data + b->size;
+    *at++ = '"';
+    if (is_list)
+        *at++ = '[';
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *number = is_list ? PyList_GET_ITEM(item, i) : item;
+        int overflow = 0;
+        if (!PyLong_CheckExact(number))
+            return 1;
+        long long v = PyLong_AsLongLongAndOverflow(number, &overflow);
+        if (overflow)
+            return 1;
+        if (i) {
+            *at++ = ',';
+            *at++ = ' ';
+        }
+        at += sprintf(at, "%lld", v);
+    }
+    if (is_list)
+        *at++ = ']';
+    *at++ = '"';
+    b->size = at - b->data;
+    return 0;
+}
+
+static PyObject *max_key, *value_key, *type_key, *grad_key, *name_key, *null_text, *minus_one, *stat_keys[3],
+    *dtype_key, *shape_key, *empty_shape;
+
+static int init_keys(void) {
+    if (max_key != NULL)
+        return 0;
+    value_key = PyUnicode_InternFromString("value");
+    type_key = PyUnicode_InternFromString("type");
+    grad_key = PyUnicode_InternFromString("requires_grad");
+    name_key = PyUnicode_InternFromString("data_name");
+    null_text = PyUnicode_InternFromString("null");
+    minus_one = PyUnicode_InternFromString("-1");
+    stat_keys[0] = PyUnicode_InternFromString("Min");
+    stat_keys[1] = PyUnicode_InternFromString("Mean");
+    stat_keys[2] = PyUnicode_InternFromString("Norm");
+    dtype_key = PyUnicode_InternFromString("dtype");
+    shape_key = PyUnicode_InternFromString("shape");
+    empty_shape = PyUnicode_InternFromString("[]");
+    max_key = PyUnicode_InternFromString("Max");  /* last: set once all are */
+    return max_key == NULL ? -1 : 0;
+}
+
+/* A field value's text as format_value shows it (a new reference): a float's repr (the next of `f`), "null"
+ * for None, anything else its str(); NULL with no error set when the floats run out. */
+static PyObject *field_text(PyObject *item, Floats *f) {
+    if (PyFloat_CheckExact(item)) {
+        if (f->texts != NULL) {
+            if (f->next >= PyList_GET_SIZE(f->texts))
+                return NULL;
+            PyObject *text = PyList_GET_ITEM(f->texts, f->next++);
+            Py_INCREF(text);
+            return text;
+        }
+        char out[80];
+        Py_ssize_t n = next_float(f, item, out);
+        return n >= 0 ? PyUnicode_FromStringAndSize(out, n) : NULL;
+    }
+    if (item == Py_None) {
+        Py_INCREF(null_text);
+        return null_text;
+    }
+    return PyObject_Str(item);
+}
+
+/* A field value's text as a JSON string: 0, -1 with an error set, -2 for what it does not write. */
+static int put_field(Buffer *b, PyObject *item, Floats *f) {
+    if (PyFloat_CheckExact(item) && f->texts == NULL) {
+        if (reserve(b, 82) < 0)
+            return -1;
+        Py_ssize_t n = next_float(f, item, b->data + b->size + 1);
+        if (n < 0)
+            return (int)n;
+        b->data[b->size] = '"';
+        b->data[b->size + n + 1] = '"';
+        b->size += n + 2;
+        return 0;
+    }
+    if (PyUnicode_CheckExact(item))
+        return put_string(b, item);
+    if (item == Py_True || item == Py_False)
+        return item == Py_True ? put(b, "\"True\"", 6) : put(b, "\"False\"", 7);
+    if (PyLong_CheckExact(item) || PyList_CheckExact(item)) {
+        int status = put_ints(b, item);
+        if (status <= 0)
+            return status;
+    }
+    PyObject *text = field_text(item, f);
+    if (text == NULL)
+        return PyErr_Occurred() ? -1 : -2;
+    int status = put_string(b, text);
+    Py_DECREF(text);
+    return status;
+}
+
+/* The shown description of `value` (a new dict of str), as vis_db.format_value makes it; NULL with no error
+ * set for what it does not handle. */
+static PyObject *shown_value(PyObject *value, Floats *f) {
     PyObject *shown = PyDict_New(), *key, *item;
     if (shown == NULL)
         return NULL;
     Py_ssize_t pos = 0;
     while (PyDict_Next(value, &pos, &key, &item)) {
-        PyObject *text;
-        if (PyFloat_CheckExact(item)) {
-            if (*next >= PyList_GET_SIZE(floats))
-                goto fail;
-            text = PyList_GET_ITEM(floats, (*next)++);
-            Py_INCREF(text);
-        } else if (item == Py_None) {
-            text = PyUnicode_FromString("null");
-        } else {
-            text = PyObject_Str(item);
-        }
+        PyObject *text = field_text(item, f);
         if (text == NULL || PyDict_SetItem(shown, key, text) < 0) {
             Py_XDECREF(text);
             goto fail;
         }
         Py_DECREF(text);
-    }
-    static PyObject *max_key, *value_key, *type_key, *grad_key, *name_key, *null_text, *minus_one, *stat_keys[3],
-        *dtype_key, *shape_key, *empty_shape;
-    if (max_key == NULL) {
-        max_key = PyUnicode_InternFromString("Max");
-        value_key = PyUnicode_InternFromString("value");
-        type_key = PyUnicode_InternFromString("type");
-        grad_key = PyUnicode_InternFromString("requires_grad");
-        name_key = PyUnicode_InternFromString("data_name");
-        null_text = PyUnicode_InternFromString("null");
-        minus_one = PyUnicode_InternFromString("-1");
-        stat_keys[0] = PyUnicode_InternFromString("Min");
-        stat_keys[1] = PyUnicode_InternFromString("Mean");
-        stat_keys[2] = PyUnicode_InternFromString("Norm");
-        dtype_key = PyUnicode_InternFromString("dtype");
-        shape_key = PyUnicode_InternFromString("shape");
-        empty_shape = PyUnicode_InternFromString("[]");
-        if (empty_shape == NULL)
-            goto fail;
     }
     int has = PyDict_Contains(value, max_key);
     if (has < 0)
@@ -570,88 +717,177 @@ fail:
     return NULL;
 }
 
-static int put_table(Buffer *b, PyObject *table, PyObject *extra, PyObject *floats, Py_ssize_t *next) {
+/* `shown` (a dict of str) as a JSON object. */
+static int put_shown(Buffer *b, PyObject *shown) {
+    PyObject *field, *text;
+    Py_ssize_t at = 0;
+    int status = put(b, "{", 1);
+    for (int first = 1; status == 0 && PyDict_Next(shown, &at, &field, &text); first = 0) {
+        if (!first)
+            status = put(b, ",", 1);
+        if (status == 0)
+            status = put_string(b, field);
+        if (status == 0)
+            status = put(b, ":", 1);
+        if (status == 0)
+            status = put_string(b, text);
+    }
+    return status == 0 ? put(b, "}", 1) : status;
+}
+
+/* The next (name, text) of a description's extra columns `more`: a dict, or the tuple of texts of `names`. */
+static int next_extra(PyObject *more, PyObject *names, Py_ssize_t *pos, PyObject **name, PyObject **text) {
+    if (names == NULL)
+        return PyDict_Next(more, pos, name, text);
+    if (*pos >= PyTuple_GET_SIZE(names))
+        return 0;
+    *name = PyTuple_GET_ITEM(names, *pos);
+    *text = PyTuple_GET_ITEM(more, (*pos)++);
+    return 1;
+}
+
+/* A tensor's description (one with a Max) whose extra columns `more` (NULL: none; next_extra's) are all new
+ * keys, written straight from its fields: 0, 1 (nothing written) for any other description, -1/-2 as
+ * put_field. */
+static int put_tensor(Buffer *b, PyObject *value, PyObject *more, PyObject *names, Floats *f) {
+    int has = PyDict_Contains(value, max_key);
+    if (has <= 0)
+        return has < 0 ? -1 : 1;
+    PyObject *key, *item;
+    Py_ssize_t pos = 0;
+    while (more != NULL && next_extra(more, names, &pos, &key, &item)) {
+        if (!PyUnicode_CheckExact(key))
+            return 1;
+        int clash = PyDict_Contains(value, key);
+        if (clash != 0 || PyUnicode_Compare(key, grad_key) == 0 || PyUnicode_Compare(key, name_key) == 0)
+            return clash < 0 ? -1 : 1;
+    }
+    int status = put(b, "{", 1), grad = 0, name = 0;
+    pos = 0;
+    for (int first = 1; status == 0 && PyDict_Next(value, &pos, &key, &item); first = 0) {
+        grad |= key == grad_key;  /* interned: the dump's keys usually are the same object */
+        name |= key == name_key;
+        if (!first)
+            status = put(b, ",", 1);
+        if (status == 0)
+            status = put_string(b, key);
+        if (status == 0)
+            status = put(b, ":", 1);
+        if (status == 0)
+            status = put_field(b, item, f);
+    }
+    if (status != 0)
+        return status;
+    if (!grad && (grad = PyDict_Contains(value, grad_key)) == 0)
+        status = put(b, ",\"requires_grad\":\"null\"", 23);
+    if (status == 0 && !name && (name = PyDict_Contains(value, name_key)) == 0)
+        status = put(b, ",\"data_name\":\"-1\"", 17);
+    if (grad < 0 || name < 0)
+        return -1;
+    pos = 0;
+    while (status == 0 && more != NULL && next_extra(more, names, &pos, &key, &item)) {
+        status = put(b, ",", 1);
+        if (status == 0)
+            status = put_string(b, key);
+        if (status == 0)
+            status = put(b, ":", 1);
+        if (status == 0)
+            status = put_string(b, item);
+    }
+    return status == 0 ? put(b, "}", 1) : status;
+}
+
+/* One table with its extra columns `extra`: None, {tensor key: {metric: text}}, or (names, {tensor key: texts})
+ * with each texts a tuple as long as names. */
+static int put_table(Buffer *b, PyObject *table, PyObject *extra, Floats *f) {
+    PyObject *names = NULL;
+    if (PyTuple_CheckExact(extra) && PyTuple_GET_SIZE(extra) == 2) {
+        names = PyTuple_GET_ITEM(extra, 0);
+        extra = PyTuple_GET_ITEM(extra, 1);
+        if (!PyTuple_CheckExact(names))
+            return -2;
+    }
     if (!PyDict_CheckExact(table) || (extra != Py_None && !PyDict_CheckExact(extra)))
         return -2;
     if (PyDict_GET_SIZE(table) == 0)
         return put(b, "{}", 2);
     PyObject *key, *value;
     Py_ssize_t pos = 0;
-    int first = 1;
-    if (put(b, "{", 1) < 0)
-        return -1;
-    while (PyDict_Next(table, &pos, &key, &value)) {
-        PyObject *shown = shown_value(value, floats, next);
-        if (shown == NULL)
-            return PyErr_Occurred() ? -1 : -2;
-        if (extra != Py_None) {
-            PyObject *more = PyDict_GetItemWithError(extra, key);
-            int truth = more != NULL ? PyObject_IsTrue(more) : 0;
-            if ((more == NULL && PyErr_Occurred()) || truth < 0 || (truth && PyDict_Update(shown, more) < 0)) {
-                Py_DECREF(shown);
-                return -1;
-            }
-        }
-        int status = put(b, first ? "" : ",", first ? 0 : 1);
-        first = 0;
+    int status = put(b, "{", 1);
+    for (int first = 1; status == 0 && PyDict_Next(table, &pos, &key, &value); first = 0) {
+        if (!PyDict_CheckExact(value))
+            return -2;
+        PyObject *more = extra != Py_None ? PyDict_GetItemWithError(extra, key) : NULL;
+        if (more == NULL && PyErr_Occurred())
+            return -1;
+        Py_ssize_t width = names != NULL ? PyTuple_GET_SIZE(names) : 0;
+        if (more != NULL && !(names != NULL ? PyTuple_CheckExact(more) && PyTuple_GET_SIZE(more) == width
+                                            : PyDict_CheckExact(more)))
+            return -2;  /* texts that do not fit the names, or metrics that are no dict */
+        if (more != NULL && (names != NULL ? PyTuple_GET_SIZE(names) : PyDict_GET_SIZE(more)) == 0)
+            more = NULL;  /* no columns: nothing to merge */
+        if (!first)
+            status = put(b, ",", 1);
         if (status == 0)
             status = put_string(b, key);
         if (status == 0)
-            status = put(b, ":{", 2);
-        PyObject *field, *text;
-        Py_ssize_t at = 0;
-        int inner = 1;
-        while (status == 0 && PyDict_Next(shown, &at, &field, &text)) {
-            if (!inner)
-                status = put(b, ",", 1);
-            inner = 0;
-            if (status == 0)
-                status = put_string(b, field);
-            if (status == 0)
-                status = put(b, ":", 1);
-            if (status == 0)
-                status = put_string(b, text);
-        }
-        Py_DECREF(shown);
+            status = put(b, ":", 1);
         if (status == 0)
-            status = put(b, "}", 1);
-        if (status != 0)
-            return status;
+            status = put_tensor(b, value, more, names, f);
+        if (status != 1)
+            continue;
+        PyObject *shown = shown_value(value, f), *name, *text;
+        if (shown == NULL)
+            return PyErr_Occurred() ? -1 : -2;
+        Py_ssize_t at = 0;
+        status = 0;
+        while (status == 0 && more != NULL && next_extra(more, names, &at, &name, &text))
+            status = PyDict_SetItem(shown, name, text);
+        if (status == 0)
+            status = put_shown(b, shown);
+        Py_DECREF(shown);
     }
-    return put(b, "}", 1);
+    return status == 0 ? put(b, "}", 1) : status;
 }
 
 static PyObject *tables_json(PyObject *self, PyObject *args) {
-    PyObject *tables, *extras, *floats;
-    if (!PyArg_ParseTuple(args, "O!O!O!", &PyList_Type, &tables, &PyList_Type, &extras, &PyList_Type, &floats))
+    PyObject *tables, *extras, *texts = Py_None, *out = NULL;
+    if (!PyArg_ParseTuple(args, "O!O!|O", &PyList_Type, &tables, &PyList_Type, &extras, &texts))
         return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(tables), next = 0;
+    if (texts != Py_None && !PyList_Check(texts))
+        return PyErr_Format(PyExc_TypeError, "tables_json: floats must be a list of str or None");
+    if (init_keys() < 0)
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(tables);
     if (PyList_GET_SIZE(extras) != n)
         goto bad;
-    PyObject *out = PyList_New(n);
-    if (out == NULL)
+    Floats f = {texts != Py_None ? texts : NULL, NULL, 0, 1};
+    if (f.texts == NULL && (f.encoded = float_fields_json(tables)) == NULL)
         return NULL;
     Buffer b = {NULL, 0, 0};
-    for (Py_ssize_t i = 0; i < n; i++) {
+    int status = 0;
+    out = PyList_New(n);
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
         b.size = 0;
-        int status = put_table(&b, PyList_GET_ITEM(tables, i), PyList_GET_ITEM(extras, i), floats, &next);
+        status = put_table(&b, PyList_GET_ITEM(tables, i), PyList_GET_ITEM(extras, i), &f);
         PyObject *text = status == 0 ? PyUnicode_New(b.size, 127) : NULL;
         if (text == NULL) {
-            PyMem_Free(b.data);
-            Py_DECREF(out);
-            if (status == -2)
-                goto bad;
-            return NULL;
+            Py_CLEAR(out);
+            break;
         }
         memcpy(PyUnicode_1BYTE_DATA(text), b.data, b.size);
         PyList_SET_ITEM(out, i, text);
     }
     PyMem_Free(b.data);
-    if (next != PyList_GET_SIZE(floats)) {
-        Py_DECREF(out);
-        goto bad;
-    }
-    return out;
+    Py_ssize_t count = f.texts != NULL ? PyList_GET_SIZE(f.texts) : -1;
+    if (out != NULL && f.encoded != NULL)  /* every token read: the closing bracket reached */
+        count = f.p == PyBytes_GET_SIZE(f.encoded) || PyBytes_GET_SIZE(f.encoded) == 2 ? f.next : -1;
+    Py_XDECREF(f.encoded);
+    if (out != NULL && f.next == count)
+        return out;
+    Py_XDECREF(out);
+    if (status != -2 && PyErr_Occurred())
+        return NULL;
 bad:
     PyErr_SetString(PyExc_ValueError, "tables_json: tables of str-keyed descriptions, ASCII text, one float text "
                                       "per float field");
@@ -663,7 +899,7 @@ static PyMethodDef methods[] = {
                                    "see the module's source"},
     {"join_rows", join_rows, METH_VARARGS, "join_rows(columns, counts) -> the CSV text of each count of rows: "
                                            "see the module's source"},
-    {"tables_json", tables_json, METH_VARARGS, "tables_json(tables, extras, floats) -> the viewer's JSON text of "
+    {"tables_json", tables_json, METH_VARARGS, "tables_json(tables, extras[, floats]) -> the viewer's JSON text of "
                                                "each table: see the module's source"},
     {NULL, NULL, 0, NULL},
 };

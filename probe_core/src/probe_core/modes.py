@@ -186,6 +186,12 @@ class DataMode:
         that order), as the columnar compare holds them; a mode may format them a column at a time."""
         return [self.shown_metrics(dict(zip(names, values))) for values in rows]
 
+    def shown_columns(self, names: Sequence[str],
+                      rows: Sequence[Sequence[Any]]) -> tuple[tuple[str, ...], list[list[str]]] | None:
+        """:meth:`shown_rows` as columns, no dict per leaf: the shown names and one list of texts per name, row by
+        row. The graph asks for this first; ``None`` (the default) sends it to :meth:`shown_rows`."""
+        return None
+
 
 # -- choosing a mode ------------------------------------------------------------------------------
 

@@ -49,6 +49,11 @@ INDEXES = {
 FILE_MODE, DIR_MODE = 0o640, 0o750
 
 
+#: a table's shown metrics, already text: {tensor key: {metric: text}}, or (metric names, {tensor key: texts in
+#: the names' order}) as a mode's ``shown_columns`` gives them (no dict per leaf)
+TableMetrics = dict[str, dict[str, Any]] | tuple[tuple[str, ...], dict[str, tuple[str, ...]]]
+
+
 def format_value(value: dict[str, Any], floats: Iterator[str] | None = None) -> dict[str, str]:
     """One tensor/scalar description with every field as text (what the viewer displays); ``floats``: the
     text of each float field, in order, formatted in bulk (:func:`table_floats`)."""
@@ -78,12 +83,14 @@ def table_floats(tables: Iterable[TensorTable]) -> list[str]:
                         if item.__class__ is float])
 
 
-def format_table(table: TensorTable, metrics: dict[str, dict[str, Any]] | None = None,
-                 floats: Iterator[str] | None = None) -> str:
+def format_table(table: TensorTable, metrics: TableMetrics | None = None, floats: Iterator[str] | None = None) -> str:
     """The JSON text of a node's input or output column (with compare metrics, already text, merged in);
     ``floats``: as :func:`format_value` takes them."""
     if not table:
         return "{}"
+    if metrics.__class__ is tuple:  # (names, {tensor key: texts})
+        names, texts = metrics  # type: ignore[misc]
+        metrics = {key: dict(zip(names, row)) for key, row in texts.items()}
     if floats is None:
         floats = iter(table_floats([table]))
     out: dict[str, dict[str, str]] = {}
@@ -97,15 +104,15 @@ def format_table(table: TensorTable, metrics: dict[str, dict[str, Any]] | None =
     return dumps(out)
 
 
-def format_tables(tables: list[TensorTable], metrics: list[dict[str, dict[str, Any]] | None]) -> list[str]:
-    """:func:`format_table` of each table with its metrics, in one C call where the extension is built."""
-    floats = table_floats(tables)
+def format_tables(tables: list[TensorTable], metrics: list[TableMetrics | None]) -> list[str]:
+    """:func:`format_table` of each table with its metrics, in one C call where the extension is built (which
+    writes each float's repr itself)."""
     if tables_json is not None:
         try:
-            return tables_json(tables, metrics, floats)
+            return tables_json(tables, metrics)
         except ValueError:  # non-ASCII text, or keys that are not str: the tables as format_table writes them
             pass
-    texts = iter(floats)
+    texts = iter(table_floats(tables))
     return [format_table(table, extra, texts) for table, extra in zip(tables, metrics)]
 
 
@@ -123,6 +130,7 @@ class MetricValues:
 #: a node's shown metrics: {tensor key: {metric: text}}, or its values to format when its row is made
 NodeMetrics = dict[str, dict[str, Any]] | MetricValues
 ShowRows = Callable[[Sequence[str], Sequence[Sequence[Any]]], list[dict[str, str]]]
+ShowColumns = Callable[[Sequence[str], Sequence[Sequence[Any]]], tuple[tuple[str, ...], list[list[str]]] | None]
 ROWS_CHUNK = 1024  # nodes whose rows are made at once
 
 
@@ -135,10 +143,10 @@ class GraphRows:
     is dropped. :meth:`flag` names the nodes the job's verdicts turn red."""
 
     def __init__(self, graph: Graph, metrics: dict[str, NodeMetrics] | None = None,
-                 show: ShowRows | None = None) -> None:
+                 show: ShowRows | None = None, columns: ShowColumns | None = None) -> None:
         self._graph: Graph | None = graph
         self._metrics = metrics or {}
-        self._show = show
+        self._show, self._columns = show, columns
         self._made: list[tuple] | None = None
         self.stacks: list[tuple[str, str]] = []
         self.flags: dict[str, float] = {}
@@ -173,7 +181,7 @@ class GraphRows:
         return {"made": self._made, "stacks": self.stacks, "flags": self.flags}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self._graph, self._metrics, self._show = None, {}, None
+        self._graph, self._metrics, self._show, self._columns = None, {}, None, None
         self._made, self.stacks = state["made"], state["stacks"]
         self.flags = state["flags"]
 
@@ -219,10 +227,10 @@ class GraphRows:
                     1 if name.startswith("Distributed.") else 0,
                 )
 
-    def _shown(self, chunk: Sequence[Any]) -> dict[str, dict[str, dict[str, Any]]]:
+    def _shown(self, chunk: Sequence[Any]) -> dict[str, TableMetrics]:
         """The shown metrics of a chunk's nodes; the values of every :class:`MetricValues` formatted at once
-        per set of metric names."""
-        shown: dict[str, dict[str, dict[str, Any]]] = {}
+        per set of metric names (by the mode's ``shown_columns`` where it has one: no dict per leaf)."""
+        shown: dict[str, TableMetrics] = {}
         pending: dict[tuple[str, ...], list[tuple[str, MetricValues]]] = {}
         for node in chunk:
             found = self._metrics.get(node.name)
@@ -231,16 +239,26 @@ class GraphRows:
             elif found:
                 shown[node.name] = found
         for names, group in pending.items():
-            texts = iter(self._show(names, [values for _, found in group for values in found.values]))  # type: ignore[misc]
+            values = [values for _, found in group for values in found.values]
+            columns = self._columns(names, values) if self._columns is not None else None
+            if columns is not None:
+                shown_names, texts = columns
+                rows = zip(*texts)  # zip(found.keys, rows) takes one row per key
+                for name, found in group:
+                    shown[name] = (shown_names, dict(zip(found.keys, rows)))
+                continue
+            texts = iter(self._show(names, values))  # type: ignore[misc]
             for name, found in group:
                 shown[name] = {key: next(texts) for key in found.keys}
         return shown
 
 
-def graph_rows(graph: Graph, metrics: dict[str, NodeMetrics] | None = None, show: ShowRows | None = None) -> GraphRows:
+def graph_rows(graph: Graph, metrics: dict[str, NodeMetrics] | None = None, show: ShowRows | None = None,
+               columns: ShowColumns | None = None) -> GraphRows:
     """The rows of ``graph`` for ``tb_nodes`` and ``tb_stack``; ``metrics[node]`` adds compare columns
-    (``show``: how :class:`MetricValues` become text, ``DataMode.shown_rows``)."""
-    return GraphRows(graph, metrics, show)
+    (``show``: how :class:`MetricValues` become text, ``DataMode.shown_rows``; ``columns``, tried first: the
+    same as columns, ``DataMode.shown_columns``)."""
+    return GraphRows(graph, metrics, show, columns)
 
 
 @dataclass(frozen=True)

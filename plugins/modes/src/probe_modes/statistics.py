@@ -323,18 +323,42 @@ class StatisticsMode(DataMode):
     def shown_rows(self, names: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[dict[str, str]]:
         if type(self).shown_metrics is not StatisticsMode.shown_metrics:
             return super().shown_rows(names, rows)
+        keys, columns = self._shown_columns(names, rows)
+        return [dict(zip(keys, cells)) for cells in zip(*columns)]
+
+    def shown_columns(self, names: Sequence[str],
+                      rows: Sequence[Sequence[Any]]) -> tuple[tuple[str, ...], list[list[str]]] | None:
+        """:meth:`shown_rows` as columns, no dict per leaf: the shown names and each one's texts, row by row
+        (the optional fast form the graph asks for first); ``None`` for a mode built on this one that shows
+        its metrics otherwise."""
+        if type(self).shown_metrics is not StatisticsMode.shown_metrics \
+                or type(self).shown_rows is not StatisticsMode.shown_rows:
+            return None
+        return self._shown_columns(names, rows)
+
+    def _shown_columns(self, names: Sequence[str],
+                       rows: Sequence[Sequence[Any]]) -> tuple[tuple[str, ...], list[list[str]]]:
         keys, columns = [], []
-        for at, column in enumerate(names):  # a column of floats at once; any other column value by value
-            values = [row[at] for row in rows]
+        for column, values in zip(names, zip(*rows)):  # a column of floats at once; any other value by value
             renamed = SHOWN_DIFF.get(column)
             keys.append(renamed or column)
             if set(map(type, values)) != {float}:
                 columns.append([self.shown_metrics({column: value})[keys[-1]] for value in values])
             elif column in RELATIVE_SET:
-                columns.append([f"{value * 100:.6g}%" if value - value == 0.0 else str(value) for value in values])
+                columns.append(_percents(values))
             else:  # str of a float is its repr
-                columns.append(float_texts([abs(value) for value in values] if renamed else values))
-        return [dict(zip(keys, cells)) for cells in zip(*columns)]
+                columns.append(float_texts(list(map(abs, values)) if renamed else list(values)))
+        return tuple(keys), columns
+
+
+def _percents(values: Sequence[float]) -> list[str]:
+    """shown_metrics' text of each relative error in ``values``: ``f"{value * 100:.6g}%"`` (finite), else its str
+    (nan, inf). When all are finite one ``%`` formats them all (the same text: both call Python's one float
+    formatter, ``PyOS_double_to_string``)."""
+    total = sum(values)
+    if total - total != 0.0:  # a NaN or an infinity (or a sum that overflows): value by value
+        return [f"{value * 100:.6g}%" if value - value == 0.0 else str(value) for value in values]
+    return ("%.6g%%\n" * len(values) % tuple([value * 100 for value in values])).split("\n")[:-1]
 
 
 class StatisticsComparator:
