@@ -6,6 +6,7 @@ import io
 import os
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,56 +26,36 @@ def test_no_bar_and_no_thread_when_stdout_is_not_a_terminal(monkeypatch: pytest.
     assert out.getvalue() == ""
 
 
-@pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
-def test_the_bar_shows_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+def _on_a_terminal(monkeypatch: pytest.MonkeyPatch, body: Callable[[], None]) -> bytes:
+    """What ``body`` draws with stdout a pseudo-terminal."""
     leader, follower = os.openpty()
     os.set_blocking(leader, False)
     with open(follower, "w", encoding="utf-8", closefd=True) as terminal:
         monkeypatch.setattr(sys, "stdout", terminal)
         monkeypatch.delenv("TERM", raising=False)
+        body()
+        terminal.flush()
+    drawn = b""
+    try:
+        while chunk := os.read(leader, 65536):
+            drawn += chunk
+    except (BlockingIOError, OSError):
+        pass
+    finally:
+        os.close(leader)
+    return drawn
+
+
+@pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
+def test_the_bar_shows_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    def body() -> None:
         before = threading.active_count()
         with _progress_bar(2, shown=True) as advance:
             assert threading.active_count() == before + 1  # rich's refresh thread
             advance()
             advance()
-        terminal.flush()
-    drawn = b""
-    try:
-        while chunk := os.read(leader, 65536):
-            drawn += chunk
-    except (BlockingIOError, OSError):
-        pass
-    finally:
-        os.close(leader)
-    assert b"building graphs" in drawn
 
-
-@pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
-def test_the_bar_shows_beside_a_display_left_running_on_richs_shared_console(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A display another command left running in this process (rich's shared console) would take the bar in as
-    a nested display, drawn on its own file: the bar has a console of its own."""
-    from rich.progress import Progress
-
-    left_running = Progress(transient=True)
-    left_running.start()
-    leader, follower = os.openpty()
-    os.set_blocking(leader, False)
-    with open(follower, "w", encoding="utf-8", closefd=True) as terminal:
-        monkeypatch.setattr(sys, "stdout", terminal)
-        monkeypatch.delenv("TERM", raising=False)
-        with _progress_bar(2, shown=True) as advance:
-            advance()
-        left_running.stop()
-        terminal.flush()
-    drawn = b""
-    try:
-        while chunk := os.read(leader, 65536):
-            drawn += chunk
-    except (BlockingIOError, OSError):
-        pass
-    finally:
-        os.close(leader)
-    assert b"building graphs" in drawn
+    assert b"building graphs" in _on_a_terminal(monkeypatch, body)
 
 
 def test_no_bar_when_not_asked_even_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
