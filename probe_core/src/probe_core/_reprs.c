@@ -717,18 +717,21 @@ fail:
     return NULL;
 }
 
+/* An object member's start: `"key":`, after a comma unless it is the `first`. */
+static int put_key(Buffer *b, PyObject *key, int first) {
+    int status = first ? 0 : put(b, ",", 1);
+    if (status == 0)
+        status = put_string(b, key);
+    return status == 0 ? put(b, ":", 1) : status;
+}
+
 /* `shown` (a dict of str) as a JSON object. */
 static int put_shown(Buffer *b, PyObject *shown) {
     PyObject *field, *text;
     Py_ssize_t at = 0;
     int status = put(b, "{", 1);
     for (int first = 1; status == 0 && PyDict_Next(shown, &at, &field, &text); first = 0) {
-        if (!first)
-            status = put(b, ",", 1);
-        if (status == 0)
-            status = put_string(b, field);
-        if (status == 0)
-            status = put(b, ":", 1);
+        status = put_key(b, field, first);
         if (status == 0)
             status = put_string(b, text);
     }
@@ -767,12 +770,7 @@ static int put_tensor(Buffer *b, PyObject *value, PyObject *more, PyObject *name
     for (int first = 1; status == 0 && PyDict_Next(value, &pos, &key, &item); first = 0) {
         grad |= key == grad_key;  /* interned: the dump's keys usually are the same object */
         name |= key == name_key;
-        if (!first)
-            status = put(b, ",", 1);
-        if (status == 0)
-            status = put_string(b, key);
-        if (status == 0)
-            status = put(b, ":", 1);
+        status = put_key(b, key, first);
         if (status == 0)
             status = put_field(b, item, f);
     }
@@ -786,11 +784,7 @@ static int put_tensor(Buffer *b, PyObject *value, PyObject *more, PyObject *name
         return -1;
     pos = 0;
     while (status == 0 && more != NULL && next_extra(more, names, &pos, &key, &item)) {
-        status = put(b, ",", 1);
-        if (status == 0)
-            status = put_string(b, key);
-        if (status == 0)
-            status = put(b, ":", 1);
+        status = put_key(b, key, 0);
         if (status == 0)
             status = put_string(b, item);
     }
@@ -826,12 +820,7 @@ static int put_table(Buffer *b, PyObject *table, PyObject *extra, Floats *f) {
             return -2;  /* texts that do not fit the names, or metrics that are no dict */
         if (more != NULL && (names != NULL ? PyTuple_GET_SIZE(names) : PyDict_GET_SIZE(more)) == 0)
             more = NULL;  /* no columns: nothing to merge */
-        if (!first)
-            status = put(b, ",", 1);
-        if (status == 0)
-            status = put_string(b, key);
-        if (status == 0)
-            status = put(b, ":", 1);
+        status = put_key(b, key, first);
         if (status == 0)
             status = put_tensor(b, value, more, names, f);
         if (status != 1)
