@@ -16,13 +16,10 @@ __all__ = ["ProbeError", "__version__", "hookimpl"]
 hookimpl = pluggy.HookimplMarker("probe")
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+def __getattr__(name: str) -> str:
+    """``__version__``, read on first use (from the installed distribution's metadata)."""
+    if name == "__version__":
+        from probe_core.installed import version
 
-    try:
-        return version("probe-core")
-    except PackageNotFoundError:
-        return "0+unknown"
-
-
-__version__ = _version()
+        return version("probe-core") or "0+unknown"
+    raise AttributeError(f"module 'probe_core' has no attribute {name!r}")

@@ -17,7 +17,7 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from probe_core import __version__
+import probe_core
 from probe_core.errors import PluginError, ProbeError
 from probe_core.plugins import ProbeWarning
 from probe_core.specs import CommandSpec
@@ -133,7 +133,7 @@ def run_command(argv: Sequence[str], registry) -> int:
 def check_command_installed(argv: Sequence[str], registry) -> None:
     """A command of another distribution that is not there: say which distribution brings it; one of msprobe's
     that probe does not have yet: say what to use instead."""
-    import importlib.metadata as md
+    from probe_core.installed import version
 
     typed = _command_of(argv)
     if typed is None or typed in command_names(registry):
@@ -146,11 +146,9 @@ def check_command_installed(argv: Sequence[str], registry) -> None:
         return
     if command != typed:
         command = f"{typed} (probe {command})"
-    try:
-        md.distribution(dist)
-    except md.PackageNotFoundError:
+    if version(dist) is None:
         raise ProbeError(f"probe {command}: this command comes with the distribution {dist}, which is not "
-                         f"installed; pip install {dist}") from None
+                         f"installed; pip install {dist}")
     raise ProbeError(f"probe {command}: {dist} is installed but its plugin is not enabled (disabled in config.json "
                      f'"plugins", by PROBE_DISABLE_PLUGIN_AUTOLOAD, or it failed to load): run probe plugins')
 
@@ -200,7 +198,7 @@ def build_parser(registry, typed: str | None = "") -> argparse.ArgumentParser:
         description="Find where two training runs' numbers first diverge: collect, check, compare, see.",
         epilog="Run 'probe COMMAND --help' for a command's options.",
     )
-    parser.add_argument("--version", action="version", version=f"probe {__version__}")
+    parser.add_argument("--version", action="version", version=f"probe {probe_core.__version__}")
     parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
     parser.add_argument("--trace-plugins", action="store_true",
                         help="trace every plugin hook call and its result on stderr (or set PROBE_DEBUG=1)")

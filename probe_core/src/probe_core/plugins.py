@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib
-import importlib.metadata as md
 import os
 import sys
 import warnings
@@ -25,7 +24,7 @@ from typing import Any
 
 import pluggy
 
-from probe_core import hookspecs
+from probe_core import hookspecs, installed
 from probe_core.errors import PluginError
 from probe_core.specs import SPEC_FAMILIES, CollectorSpec, ConfigSectionSpec
 
@@ -88,33 +87,23 @@ def tracing_requested() -> bool:
     return os.environ.get(DEBUG_ENV, "").strip().lower() in _TRUE
 
 
-def _core_version() -> str:
-    try:
-        return md.version("probe-core")
-    except md.PackageNotFoundError:
-        return "0+unknown"
-
-
 def _candidates() -> dict[str, _Candidate]:
     """Every installed plugin, by name, without importing any of them."""
     found: dict[str, _Candidate] = {
-        name: _Candidate(name, "probe-core", _core_version(),
+        name: _Candidate(name, "probe-core", installed.version("probe-core") or "0+unknown",
                          lambda module=module: importlib.import_module(module), True)
         for name, module in BUILTIN_PLUGINS.items()
     }
-    for ep in md.entry_points(group=ENTRY_POINT_GROUP):
-        dist = getattr(ep, "dist", None)
-        dist_name = dist.metadata["Name"] if dist is not None else "?"
-        version = dist.version if dist is not None else "?"
+    for ep in installed.entry_points(ENTRY_POINT_GROUP):
         if ep.name in found:
             other = found[ep.name]
-            if other.distribution == dist_name:
+            if other.distribution == ep.distribution:
                 continue  # the same distribution seen twice on sys.path
             raise PluginError(
                 f"two plugins are named {ep.name!r}: one from distribution {other.distribution!r}, "
-                f"one from {dist_name!r}; uninstall one of them (pip uninstall ...)"
+                f"one from {ep.distribution!r}; uninstall one of them (pip uninstall ...)"
             )
-        found[ep.name] = _Candidate(ep.name, dist_name, version, ep.load, False)
+        found[ep.name] = _Candidate(ep.name, ep.distribution, ep.version, ep.load, False)
     return found
 
 
