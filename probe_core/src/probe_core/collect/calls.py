@@ -97,6 +97,22 @@ def writes_in_place(op: str) -> bool:
     return op in IN_PLACE_DUNDERS or op == "__setitem__" or (op.endswith("_") and not op.endswith("__"))
 
 
+#: the last part of the APIs that return a tensor's shape or size (``Tensor.size``, ``Functional.shape``,
+#: ``Primitive.shape_op.Shape``): numbers, never a tensor, so no gradient ever flows back through them
+SHAPE_QUERIES = frozenset(("shape", "size", "dim", "ndim", "ndimension", "numel", "rank", "dynamicshape",
+                           "tensorshape"))
+_SHAPE_NAMES: dict[str, bool] = {}
+
+
+def is_shape_query(api: str) -> bool:
+    """A call that returns only its input's shape or size: it has no backward, so its inputs get no gradient
+    catch (on MindSpore, an identity view per input: ~0.1 ms each). The verdict is cached per API."""
+    found = _SHAPE_NAMES.get(api)
+    if found is None:
+        found = _SHAPE_NAMES[api] = api.rsplit(".", 1)[-1].lower() in SHAPE_QUERIES
+    return found
+
+
 def _inplace_name(api: str) -> bool:
     return writes_in_place(api.rsplit(".", 1)[-1]) or api.startswith("Distributed.")
 

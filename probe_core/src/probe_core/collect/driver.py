@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from probe_core.collect.calls import (GradCatch, ParamGradGather, SavedGrads, first_tensor, is_inplace,
-                                      output_tensors, pick_at, replace_at, tensor_positions)
+                                      is_shape_query, output_tensors, pick_at, replace_at, tensor_positions)
 from probe_core.collect.loading import InputLoader
 from probe_core.collect.naming import backward_name
 from probe_core.collect.session import Collection
@@ -374,7 +374,7 @@ class CollectorBase:
             inplace = is_inplace(api, kwargs)
             if inplace:
                 self.ops.values_changed()  # cached statistics of the tensors it changes would go stale
-            backward = session.wants_backward(name) and self.grad_enabled()
+            backward = session.wants_backward(name) and self.grad_enabled() and not is_shape_query(api)
             if backward and not self.api_backward_by_node and (not inplace or self.backward_in_place(api, kwargs)):
                 args, kwargs, catch, caught = self._catch_inputs(name, args, kwargs)
             output = func(*args, **kwargs)
