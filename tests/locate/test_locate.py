@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -90,6 +91,20 @@ def test_stage_findings(gelu):
     assert state(out, "stage2-l0")["bytes"] < state(out, "stage1-monitor")["bytes"]  # the dumps count in stage 1
 
 
+def test_referee_reads_each_step_once(gelu):
+    """Stage 1's referee checked steps 0, 1, 2 (where the runs part), each check judging the new step's rows alone
+    (probe monitor compare --incremental), with the verdict of the final compare."""
+    out, _, _ = gelu
+    referee = out / "stage1-monitor" / "referee"
+    log = (referee / "compare.log").read_text()
+    assert re.findall(r"judged steps (\d+)-(\d+)", log) == [("0", "0"), ("1", "1"), ("2", "2")], log
+    assert "started over" not in log
+    checked = json.loads((referee / "compare" / "summary.json").read_text())["first_divergence"]
+    final = json.loads((out / "stage1-monitor" / "compare" / "summary.json").read_text())["first_divergence"]
+    assert checked == final and checked["step"] == 2
+    assert json.loads((referee / "target" / "verdict.json").read_text())["parted"] == checked
+
+
 def test_answer_names_the_call(gelu):
     out, runs, _ = gelu
     summary = json.loads((out / "locate_summary.json").read_text())
@@ -157,6 +172,10 @@ def test_update_divergence(tmp_path):
     assert "the script ends after step 2: the runs part there (param_updated of" in target
     assert "step 1: loss" in target and "step 2: loss" not in target  # the script prints after the update
     assert sorted(p.name for p in (out / "stage1-monitor" / "target" / "l0").iterdir()) == ["step0", "step1", "step2"]
+    # each check judged the target's new step alone against the bench's finished output (its later steps left)
+    log = (out / "stage1-monitor" / "referee" / "compare.log").read_text()
+    assert re.findall(r"judged steps (\d+)-(\d+)", log) == [("0", "0"), ("1", "1"), ("2", "2")], log
+    assert "started over" not in log
 
 
 def test_from_monitor_outputs_that_agree(gelu, tmp_path):

@@ -9,8 +9,10 @@ probe locate (the referee, in its own process) and every rank of a refereed side
   then final), runs ``probe monitor compare`` of the two monitor outputs (``referee/compare/``) and writes
   ``verdict.json``: ``{"pid": P, "checked": K, "parted": FIRST_DIVERGENCE or null, "free": false}``.
 
-While the ranks wait nothing is written, so the compare reads whole files; a step's verdict depends on the steps up
-to it only (the compare judges a step against the earlier ones), so it is the final compare's. Every rank reads the
+While the ranks wait nothing is written, so the compare reads whole steps; a step's verdict depends on the steps up
+to it only (the compare judges a step against the earlier ones), so it is the final compare's. The compare is
+incremental (``--incremental``: ``referee/compare/incremental_state.json`` keeps the steps judged and their noise), so
+each check reads the new step's rows only, not both outputs from step 0 again. Every rank reads the
 same verdict, so all ranks of both sides end after the same step without talking: the step where the runs part.
 ``"free": true`` (the compare failed: the final one will say why) lets the sides run on unchecked; a rank also goes
 on unchecked when the referee's process ``P`` is gone (probe locate killed).
@@ -111,10 +113,11 @@ class Referee:
         self.checked, self.done = step, parted is not None
 
     def _compare(self) -> dict[str, Any] | None:
-        """``probe monitor compare`` of the monitor outputs as they are now: its first divergence, if any."""
+        """``probe monitor compare --incremental`` of the steps the monitor outputs hold now: its first divergence up
+        to them, if any."""
         out = self.folder / "compare"
         argv = ["monitor", "compare", self.monitors["target"], self.monitors["bench"], "-o", out, "--summary-only",
-                *self.options]
+                "--incremental", *self.options]
         with open(self.folder / "compare.log", "a") as log, contextlib.redirect_stdout(log), \
                 contextlib.redirect_stderr(log):
             run_command([str(a) for a in argv], self.registry)

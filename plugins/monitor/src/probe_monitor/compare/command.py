@@ -1,4 +1,5 @@
-"""``probe monitor compare A B -o OUT [--rtol R] [--noise-factor F] [--rank R] [--no-xlsx] [--html FILE]``."""
+"""``probe monitor compare A B -o OUT [--rtol R] [--noise-factor F] [--rank R] [--no-xlsx] [--html FILE]
+[--summary-only [--incremental]]``."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import math
 from pathlib import Path
 
 from probe_core.api import CompareError, add_html_argument, check_html, prepare_output_dir, spans, write_html
-from probe_monitor.compare.diff import NOISE_FACTOR, RTOL, Comparison, compare_runs
+from probe_monitor.compare.diff import NOISE_FACTOR, RTOL, compare_runs
+from probe_monitor.compare.incremental import compare_incremental, incremental_headline
 from probe_monitor.compare.reader import add_grad_norm, describe, has_grad_norm, rank_folders, read_rank
-from probe_monitor.compare.report import print_table, write_report
+from probe_monitor.compare.report import nothing_in_common, print_table, unmatched_json, write_report
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -32,6 +34,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     compare.add_argument("--summary-only", action="store_true",
                          help="write summary.json alone (no CSV, XLSX or plot): the verdict a script checks, e.g. "
                               "after every step of a run")
+    compare.add_argument("--incremental", action="store_true",
+                         help="with --summary-only: keep what was judged in OUT/incremental_state.json and read only "
+                              "the rows of steps after it on the next call (a check after every step costs that "
+                              "step's rows)")
     add_html_argument(compare, "the monitor compare (where the runs part, curves, heat map, parameters)")
 
 
@@ -42,21 +48,6 @@ def check_tolerance(flag: str, value: float) -> None:
                            f"{RTOL if flag == '--rtol' else NOISE_FACTOR:g}")
 
 
-def nothing_in_common(comparison: Comparison, labels: tuple[str, str]) -> str:
-    a, b = comparison.only_a.as_json(), comparison.only_b.as_json()
-    if comparison.no_common_statistic:
-        why = (f"their rows record no statistic in common ({labels[0]}: {', '.join(a['statistics'])}; "
-               f"{labels[1]}: {', '.join(b['statistics'])})")
-    else:
-        why = f"they have no row in common ({labels[0]}: {_rows(a)}; {labels[1]}: {_rows(b)})"
-    return (f"probe monitor compare: nothing to compare between {labels[0]} and {labels[1]}: {why}; compare two runs "
-            "of the same model monitored with the same config")
-
-
-def _rows(unmatched: dict) -> str:
-    return f"{', '.join(unmatched['quantities'])} at steps {unmatched['steps']}" if unmatched["rows"] else "no rows"
-
-
 def run(args: argparse.Namespace) -> int:
     check_tolerance("--rtol", args.rtol)
     check_tolerance("--noise-factor", args.noise_factor)
@@ -64,6 +55,9 @@ def run(args: argparse.Namespace) -> int:
     if args.summary_only and getattr(args, "html", None):
         raise CompareError("probe monitor compare: --html draws from the CSV that --summary-only leaves out; "
                            "drop one of them")
+    if args.incremental and not args.summary_only:
+        raise CompareError("probe monitor compare: --incremental keeps only what summary.json needs; add "
+                           "--summary-only (a final compare with the tables reads everything anyway)")
     out = prepare_output_dir(args.output, flag="-o")
     labels = (args.a, args.b)
     found = [rank_folders(Path(path)) for path in labels]
@@ -72,6 +66,9 @@ def run(args: argparse.Namespace) -> int:
         why = f"--rank {spans(args.rank)} leaves no rank in common" if args.rank else "no rank in common to compare"
         raise CompareError(f"probe monitor compare: {args.a} has ranks {spans(found[0]) or 'none'}, {args.b} has "
                            f"{spans(found[1]) or 'none'}; {why}")
+    if args.incremental:
+        print(incremental_headline(compare_incremental(args, out, chosen)))
+        return 0
     sides = [{rank: read_rank(folder) for rank, folder in folders.items()} for folders in chosen]
     with_norm = [has_grad_norm(side) for side in sides]
     for side, has in zip(sides, with_norm):
@@ -79,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
             add_grad_norm(side)
     comparison = compare_runs(*sides, rtol=args.rtol, noise_factor=args.noise_factor)
     if not comparison.pairs:
-        raise CompareError(nothing_in_common(comparison, labels))
+        raise CompareError(nothing_in_common(unmatched_json(comparison), labels))
     summary = write_report(comparison, out, labels, xlsx=not args.no_xlsx, rtol=args.rtol,
                            noise_factor=args.noise_factor, tables=not args.summary_only)
     print_table(comparison, summary)

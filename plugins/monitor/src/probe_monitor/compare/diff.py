@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,10 +80,14 @@ class Unmatched:
         return f"{len(self.rows)} rows (steps {steps}: {tags})"
 
     def as_json(self) -> dict[str, Any]:
-        return {"rows": len(self.rows), "steps": spans(row.step for _, row in self.rows),
-                "ranks": spans(rank for rank, _ in self.rows),
-                "quantities": sorted({row.tag for _, row in self.rows}, key=chain_index),
-                "statistics": sorted(self.statistics)}
+        return unmatched_json(len(self.rows), {row.step for _, row in self.rows}, {rank for rank, _ in self.rows},
+                              {row.tag for _, row in self.rows}, self.statistics)
+
+
+def unmatched_json(rows: int, steps: set[int], ranks: set[int], tags: set[str], statistics: set[str]) -> dict[str, Any]:
+    """What one side holds alone, as summary.json's ``unmatched`` says it."""
+    return {"rows": rows, "steps": spans(steps), "ranks": spans(ranks), "quantities": sorted(tags, key=chain_index),
+            "statistics": sorted(statistics)}
 
 
 @dataclass
@@ -135,8 +140,10 @@ def row_diff(a: Row, b: Row) -> float:
 
 
 def compare_runs(a: dict[int, list[tuple[int, Row]]], b: dict[int, list[tuple[int, Row]]], *,
-                 rtol: float = RTOL, noise_factor: float = NOISE_FACTOR) -> Comparison:
-    """Compare two outputs (``{rank: [(record order, Row)]}``) rank by rank; see the module docstring."""
+                 rtol: float = RTOL, noise_factor: float = NOISE_FACTOR,
+                 noise_before: Mapping[str, float] | None = None) -> Comparison:
+    """Compare two outputs (``{rank: [(record order, Row)]}``) rank by rank; see the module docstring.
+    ``noise_before``: each quantity's noise at the steps before these rows' (``--incremental`` judged them)."""
     by_step: dict[int, list[tuple[int, int, Row, Row]]] = defaultdict(list)
     only_a, only_b = Unmatched(), Unmatched()
     no_common = 0
@@ -158,7 +165,7 @@ def compare_runs(a: dict[int, list[tuple[int, Row]]], b: dict[int, list[tuple[in
     only_a.rows += [(rank, row) for rank in sorted(set(a) - set(b)) for _, row in a[rank]]
     only_b.rows += [(rank, row) for rank in sorted(set(b) - set(a)) for _, row in b[rank]]
     pairs: list[Pair] = []
-    noise: dict[str, float] = defaultdict(float)
+    noise: dict[str, float] = defaultdict(float, noise_before or {})
     first = None
     for step in sorted(by_step):
         found = [Pair(rank, x, y, order, row_diff(x, y), max(rtol, noise_factor * noise[x.tag]))

@@ -8,6 +8,7 @@ every value its column's type.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import decimal
 import io
@@ -18,7 +19,7 @@ import stat
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from probe_core.api import CompareError, spans
 from probe_monitor.layout import layout_of, run_folders
@@ -97,8 +98,10 @@ def add_grad_norm(side: dict[int, list[tuple[int, Row]]]) -> None:
         rows += [(0, norm) for step in sorted(grads) for norm in grad_norm(grads[step], step)]
 
 
-def read_text(path: Path) -> str:
-    """The UTF-8 text of a regular file (a FIFO, device or socket is refused without waiting on it)."""
+@contextlib.contextmanager
+def open_regular(path: Path) -> Iterator[BinaryIO]:
+    """``path`` opened for reading in binary, if it is a regular file (a FIFO, device or socket is refused without
+    waiting on it); an error reading it is one :class:`CompareError` line."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
@@ -108,11 +111,17 @@ def read_text(path: Path) -> str:
             raise CompareError(f"{path}: is not a regular file (a FIFO, device or socket named like a monitor CSV); "
                                "remove it from the folder, or pass another folder")
         with open(fd, "rb", closefd=False) as handle:
-            data = handle.read()
+            yield handle
     except OSError as exc:
         raise CompareError(f"{path}: cannot be read ({exc.strerror or exc}); pass a folder you can read") from None
     finally:
         os.close(fd)
+
+
+def read_text(path: Path) -> str:
+    """The UTF-8 text of a regular file (a FIFO, device or socket is refused without waiting on it)."""
+    with open_regular(path) as handle:
+        data = handle.read()
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -128,23 +137,21 @@ def read_csv(path: Path, tag: str) -> Iterator[tuple[int, Row]]:
     lines: list[tuple[int, dict[str, str]]] = []
     try:
         header = next(reader, None)
-        ops = _check_header(path, header)
+        ops = check_header(path, header)
         for fields in reader:
             if not fields:
                 continue  # a blank line
-            if len(fields) != len(header):
-                raise CompareError(f"{path}: line {reader.line_num} has {len(fields)} fields, the header "
-                                   f"{len(header)} (a truncated or edited file); {UNMODIFIED}")
+            check_fields(path, reader.line_num, fields, header)
             lines.append((reader.line_num, dict(zip(header, fields))))
     except csv.Error as exc:
         raise CompareError(f"{path}: line {reader.line_num}: {exc} (not a monitor CSV); {UNMODIFIED}") from None
-    places = max((_decimals(values[op]) for _, values in lines for op in ops), default=0)
+    places = max((decimals(values[op]) for _, values in lines for op in ops), default=0)
     resolution = 0.5 * 10.0 ** -places if places else 0.0
     for order, (line, values) in enumerate(lines):
-        yield order, _row(path, line, tag, values, ops, resolution)
+        yield order, row_of(path, line, tag, values, ops, resolution)
 
 
-def _decimals(text: str) -> int:
+def decimals(text: str) -> int:
     """How many decimals a number is written with (``8.3e-05``: 6; ``nan``, ``12``: 0)."""
     try:
         exponent = decimal.Decimal(text.strip()).as_tuple().exponent
@@ -153,7 +160,7 @@ def _decimals(text: str) -> int:
     return -exponent if isinstance(exponent, int) and exponent < 0 else 0
 
 
-def _check_header(path: Path, header: list[str] | None) -> list[str]:
+def check_header(path: Path, header: list[str] | None) -> list[str]:
     """The statistic columns of a header; a missing, incomplete or repeated header is an error."""
     if not header:
         raise CompareError(f"{path}: line 1: no header (an empty or truncated file); remove the file or {UNMODIFIED}")
@@ -171,7 +178,13 @@ def _check_header(path: Path, header: list[str] | None) -> list[str]:
     return ops
 
 
-def _row(path: Path, line: int, tag: str, values: dict[str, str], ops: list[str], resolution: float) -> Row:
+def check_fields(path: Path, line: int, fields: list[str], header: list[str]) -> None:
+    if len(fields) != len(header):
+        raise CompareError(f"{path}: line {line} has {len(fields)} fields, the header {len(header)} (a truncated or "
+                           f"edited file); {UNMODIFIED}")
+
+
+def row_of(path: Path, line: int, tag: str, values: dict[str, str], ops: list[str], resolution: float) -> Row:
     def get(column: str, convert: Callable[[str], Any], default: Any = None) -> Any:
         text = values.get(column)
         if text is None:

@@ -163,6 +163,22 @@ def headline(comparison: Comparison) -> str:
             f"{_text(first.threshold)}")
 
 
+def nothing_in_common(unmatched: dict[str, Any], labels: tuple[str, str]) -> str:
+    """Why two outputs have nothing to compare (``unmatched``: summary.json's), and what to do."""
+    a, b = unmatched["only_in_a"], unmatched["only_in_b"]
+    if unmatched["rows_without_a_common_statistic"]:
+        why = (f"their rows record no statistic in common ({labels[0]}: {', '.join(a['statistics'])}; "
+               f"{labels[1]}: {', '.join(b['statistics'])})")
+    else:
+        why = f"they have no row in common ({labels[0]}: {_rows(a)}; {labels[1]}: {_rows(b)})"
+    return (f"probe monitor compare: nothing to compare between {labels[0]} and {labels[1]}: {why}; compare two runs "
+            "of the same model monitored with the same config")
+
+
+def _rows(unmatched: dict) -> str:
+    return f"{', '.join(unmatched['quantities'])} at steps {unmatched['steps']}" if unmatched["rows"] else "no rows"
+
+
 def not_compared(comparison: Comparison) -> list[str]:
     """What one run has and the other does not, one line each (none when everything was compared)."""
     lines = []
