@@ -133,6 +133,8 @@ def _pair_groups(target: Node, pairs: list[tuple[Node, Node]]) -> None:
 
 def _pair_children(target: Node, bench: Node, key: KeyFn, fuzzy: bool, pairs: list[tuple[Node, Node]],
                    name_map: NameMap | None = None, by_layer: bool = False) -> None:
+    if not (target.children and bench.children):  # a leaf on either side: most nodes
+        return
     found: list[tuple[Node, Node]] = []
     _pair_calls(_ungrouped(target.children), _ungrouped(bench.children), key, fuzzy, found, name_map, by_layer)
     _pair_groups(target, found)
@@ -145,6 +147,10 @@ def _pair_calls(targets: list[Node], benches: list[Node], key: KeyFn, fuzzy: boo
         _pair_in_order(targets, benches, without_count_of, without_count_of, pairs)
         return
     is_api = lambda node: node.kind == NodeKind.API  # noqa: E731
+    if key is _exact_key and not by_layer:  # by name: the default
+        by_name = {child.name: child for child in benches}
+        pairs.extend((child, by_name[child.name]) for child in targets if child.name in by_name)
+        return
     others = [child for child in benches if not (by_layer and is_api(child))]
     by_key = {key(child, False): child for child in others}
     for child in targets:

@@ -155,7 +155,7 @@ def _metric_values(plains: dict[str, Plain]) -> Iterator[tuple[str, MetricValues
         rows = chunk_rows.get(id(chunk))
         if rows is None:
             rows = chunk_rows[id(chunk)] = list(zip(*(chunk.columns[column] for column in names)))
-        yield name, MetricValues(names, [plain.name + suffix for suffix in plain.rows.suffixes],
+        yield name, MetricValues(names, list(map(plain.name.__add__, plain.rows.suffixes)),
                                  rows[plain.start:plain.start + plain.count])
 
 

@@ -31,20 +31,27 @@ def _owner(name: str) -> str:
     return _path(name).rpartition(".")[0]
 
 
-_BACKWARD_PART = f".{BACKWARD}"
+_BACKWARD_PART = f".{BACKWARD}."
 
 
 def _is_module_backward(name: str) -> bool:
     """Whether ``name`` is a module's backward call (``Module.fc.Linear.backward.0``)."""
-    return _BACKWARD_PART in name and is_module(name) and direction(name) == BACKWARD  # the first test: most fail it
+    # the first test: most fail it (forward calls, and API backward calls: ``Torch.matmul.0.backward``)
+    return _BACKWARD_PART in name and is_module(name) and direction(name) == BACKWARD
+
+
+def _module_backwards(construct: Mapping[str, Any], data: Mapping[str, Any]) -> set[str]:
+    """The module backward calls either file names."""
+    return {name for names in (construct, data) for name in names
+            if _BACKWARD_PART in name and _is_module_backward(name)}  # the first test inline: most fail it
 
 
 def repair_inplace(construct: Mapping[str, Any]) -> dict[str, Any]:
     """``construct`` with the backward parents an in-place op broke repaired (see the module docstring)."""
     repaired = dict(construct)
     for name, parent in construct.items():
-        if not (isinstance(name, str) and isinstance(parent, str) and _is_module_backward(name)
-                and _is_module_backward(parent)):
+        if not (isinstance(name, str) and _BACKWARD_PART in name and isinstance(parent, str)
+                and _is_module_backward(name) and _is_module_backward(parent)):
             continue
         if _owner(name) == _path(parent):
             continue
@@ -65,11 +72,10 @@ def place_params_grads(construct: Mapping[str, Any], data: Mapping[str, Any]) ->
     """``construct`` with each ``parameters_grad`` entry only dump.json has put under its module's last backward
     node, as msprobe puts it (``parameters_grad.1`` of step 1 under ``backward.0`` when the module ran once)."""
     last: dict[str, tuple[int, str]] = {}
-    for name in (*construct, *data):
-        if _is_module_backward(name):
-            module, _, count = name.rsplit(".", 2)
-            if count.isdigit() and int(count) >= last.get(module, (-1, ""))[0]:
-                last[module] = (int(count), name)
+    for name in _module_backwards(construct, data):
+        module, _, count = name.rsplit(".", 2)
+        if count.isdigit() and int(count) >= last.get(module, (-1, ""))[0]:
+            last[module] = (int(count), name)
     placed = dict(construct)
     for name in data:
         if is_params_grad(name) and name not in construct and counterpart(name, BACKWARD) not in construct:
@@ -81,6 +87,5 @@ def place_params_grads(construct: Mapping[str, Any], data: Mapping[str, Any]) ->
 
 def hidden_params_grads(construct: Mapping[str, Any], data: Mapping[str, Any]) -> set[str]:
     """The ``parameters_grad`` entries msprobe does not show: those of modules with no backward node."""
-    names = set(construct) | set(data)
-    modules = {name.rsplit(".", 2)[0] for name in names if _is_module_backward(name)}
+    modules = {name.rsplit(".", 2)[0] for name in _module_backwards(construct, data)}
     return {name for name in data if is_params_grad(name) and name.rsplit(".", 2)[0] not in modules}

@@ -17,6 +17,7 @@ import os
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +117,7 @@ def format_tables(tables: list[TensorTable], metrics: list[TableMetrics | None])
     return [format_table(table, extra, texts) for table, extra in zip(tables, metrics)]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass is made at twice the cost, one per node
 class MetricValues:
     """A node's leaf metrics as values, shown as text (``DataMode.shown_rows``, a chunk of nodes at once) only
     when its row is made: ``names`` the metric names, ``keys`` each leaf's tensor key, ``values`` each leaf's
@@ -134,9 +135,20 @@ ShowColumns = Callable[[Sequence[str], Sequence[Sequence[Any]]], tuple[tuple[str
 ROWS_CHUNK = 1024  # nodes whose rows are made at once
 
 
+#: the ``tb_nodes`` columns that hold one value for all of a graph's rows: the writer puts them in its INSERT
+#: once per graph (binding them per row, a NULL above all, costs more than making the rest of the row)
+GRAPH_COLUMNS = ("graph_id", "matched_distributed", "modified", "data_source", "dump_data_dir", "step", "rank")
+#: the other columns, in ``NODE_COLUMNS``' order: what :meth:`GraphRows.rows` gives per node
+ROW_COLUMNS = tuple(name for name, _ in NODE_COLUMNS if name not in GRAPH_COLUMNS)
+_NAME_AT, _INDEX_AT = ROW_COLUMNS.index("node_name"), ROW_COLUMNS.index("precision_index")
+_ROW_AT = [ROW_COLUMNS.index(name) if name in ROW_COLUMNS else None for name, _ in NODE_COLUMNS]
+_GRAPH_AT = [GRAPH_COLUMNS.index(name) if name in GRAPH_COLUMNS else None for name, _ in NODE_COLUMNS]
+
+
 class GraphRows:
-    """What one graph contributes to the file: its ``tb_nodes`` rows (:meth:`node_rows`) and ``tb_stack`` rows
-    (:attr:`stacks`, complete once the node rows are made).
+    """What one graph contributes to the file: its ``tb_nodes`` rows (:meth:`rows`, the columns of
+    :data:`ROW_COLUMNS`, with :attr:`constants` for those of :data:`GRAPH_COLUMNS`; :meth:`node_rows`, whole)
+    and ``tb_stack`` rows (:attr:`stacks`, complete once the node rows are made).
 
     The rows are made from the graph as the file is written, a chunk of nodes at a time, so a big graph's rows
     never sit in memory all at once. Pickled (to leave a worker process), they are made first and the graph
@@ -148,6 +160,7 @@ class GraphRows:
         self._metrics = metrics or {}
         self._show, self._columns = show, columns
         self._made: list[tuple] | None = None
+        self.constants = (graph.graph_id, "{}", 0, graph.source, graph.dump_dir, graph.step, graph.rank)
         self.stacks: list[tuple[str, str]] = []
         self.flags: dict[str, float] = {}
 
@@ -155,17 +168,25 @@ class GraphRows:
         """Show each node ``indexes`` names with its precision index there (the job's verdicts)."""
         self.flags = dict(indexes)
 
-    def node_rows(self) -> Iterator[tuple]:
-        """Every node's row, in the viewer's node order, with the flags."""
+    def rows(self) -> Iterator[tuple]:
+        """Every node's :data:`ROW_COLUMNS`, in the viewer's node order, with the flags."""
         flags = self.flags
         if self._made is None:
-            return self._make(flags)
-        return (row[:7] + (flags[row[3]],) + row[8:] if row[3] in flags else row for row in self._made)
+            return chain.from_iterable(self._make(flags))
+        name_at, index_at = _NAME_AT, _INDEX_AT
+        return (row[:index_at] + (flags[row[name_at]],) + row[index_at + 1:] if row[name_at] in flags else row
+                for row in self._made)
+
+    def node_rows(self) -> Iterator[tuple]:
+        """Every node's whole ``tb_nodes`` row (``NODE_COLUMNS``), as :meth:`rows` with the :attr:`constants`."""
+        constants = self.constants
+        return (tuple(row[at] if at is not None else constants[graph_at] for at, graph_at in zip(_ROW_AT, _GRAPH_AT))
+                for row in self.rows())
 
     def indexes(self) -> Iterator[tuple[str, float | None]]:
         """(node name, precision index before the flags) of every node."""
         if self._made is not None:
-            return ((row[3], row[7]) for row in self._made)
+            return ((row[_NAME_AT], row[_INDEX_AT]) for row in self._made)
         return ((node.name, node.precision_index) for node in self._graph.walk())  # type: ignore[union-attr]
 
     def release(self) -> None:
@@ -176,22 +197,22 @@ class GraphRows:
 
     def __getstate__(self) -> dict[str, Any]:
         if self._made is None:
-            self._made = list(self._make({}))
+            self._made = [row for rows in self._make({}) for row in rows]
             self._graph, self._metrics = None, {}  # the graph stays with the worker that built it
-        return {"made": self._made, "stacks": self.stacks, "flags": self.flags}
+        return {"made": self._made, "constants": self.constants, "stacks": self.stacks, "flags": self.flags}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._graph, self._metrics, self._show, self._columns = None, {}, None, None
-        self._made, self.stacks = state["made"], state["stacks"]
+        self._made, self.constants, self.stacks = state["made"], state["constants"], state["stacks"]
         self.flags = state["flags"]
 
-    def _make(self, flags: Mapping[str, float]) -> Iterator[tuple]:
-        """The rows, each node ``flags`` names shown with its precision index there."""
+    def _make(self, flags: Mapping[str, float]) -> Iterator[Iterator[tuple]]:
+        """The rows a chunk of nodes at a time, each node ``flags`` names shown with its precision index there:
+        a chunk's columns made one at a time, zipped into rows."""
         graph = self._graph
         if graph is None:
             raise GraphError("the graph's rows were made already and the graph released")
-        graph_id, source, dump_dir, step, rank = graph.graph_id, graph.source, graph.dump_dir, graph.step, graph.rank
-        id_prefix = f"{graph_id}_"
+        id_prefix = f"{graph.graph_id}_"
         stack_ids: dict[tuple[str, ...], str] = {}
         self.stacks = []
         ancestors: dict[Node | None, list[str]] = {None: []}  # a partner's Node.ancestors(), by its parent
@@ -199,58 +220,70 @@ class GraphRows:
         nodes = list(graph.walk())
         for start in range(0, len(nodes), ROWS_CHUNK):
             chunk = nodes[start:start + ROWS_CHUNK]
-            shown = self._shown(chunk)
-            node_metrics = [shown.get(node.name) for node in chunk] if shown else [None] * len(chunk)
-            texts = format_tables([table for node in chunk for table in (node.inputs, node.outputs)],
-                                  [extra for extra in node_metrics for _ in (0, 1)])
-            for order, node, inputs, outputs in zip(range(start, start + len(chunk)), chunk, texts[::2], texts[1::2]):
+            node_metrics = self._shown(chunk)
+            texts = format_tables(_interleaved([node.inputs for node in chunk], [node.outputs for node in chunk]),
+                                  _interleaved(node_metrics, node_metrics))
+            names = [node.name for node in chunk]
+            chunk_stacks = []
+            for node in chunk:
                 stack = node.stack
                 stack_id = stack_ids.get(stack)
                 if stack_id is None:
                     stack_id = stack_ids[stack] = f"{id_prefix}{len(stack_ids)}"
                     self.stacks.append((stack_id, dumps(list(stack))))
-                name, parent, children, matched, kind = node.name, node.parent, node.children, node.matched, node.kind
-                link = "[]"
-                if matched is not None:  # the names from the root down to the partner
-                    above = ancestors.get(matched.parent)
-                    if above is None:
-                        above = ancestors[matched.parent] = matched.ancestors()
-                    link = dumps([*above, matched.name])
-                yield (
-                    id_prefix + name, graph_id, order, name, kinds.get(kind) or str(int(kind)),
-                    parent.name if parent is not None else "",
-                    dumps([child.name for child in children]) if children else "",
-                    flags.get(name, node.precision_index), node.overflow_level, node.micro_step,
-                    link, stack_id,
-                    json.dumps(node.merge_info) if node.merge_info else "", "{}", 0,
-                    inputs, outputs, source, dump_dir, step, rank,
-                    1 if name.startswith("Distributed.") else 0,
-                )
+                chunk_stacks.append(stack_id)
+            links = []
+            for node in chunk:
+                matched = node.matched
+                if matched is None:
+                    links.append("[]")
+                    continue
+                above = ancestors.get(matched.parent)  # the names from the root down to the partner
+                if above is None:
+                    above = ancestors[matched.parent] = matched.ancestors()
+                links.append(dumps([*above, matched.name]))
+            yield zip(
+                [id_prefix + name for name in names], range(start, start + len(chunk)), names,
+                [kinds.get(node.kind) or str(int(node.kind)) for node in chunk],
+                [parent.name if (parent := node.parent) is not None else "" for node in chunk],
+                [dumps([child.name for child in children]) if (children := node.children) else "" for node in chunk],
+                [flags.get(node.name, node.precision_index) for node in chunk] if flags else
+                [node.precision_index for node in chunk],
+                [node.overflow_level for node in chunk], [node.micro_step for node in chunk], links, chunk_stacks,
+                [json.dumps(info) if (info := node.merge_info) else "" for node in chunk],
+                texts[::2], texts[1::2], [1 if name.startswith("Distributed.") else 0 for name in names],
+            )
 
-    def _shown(self, chunk: Sequence[Any]) -> dict[str, TableMetrics]:
-        """The shown metrics of a chunk's nodes; the values of every :class:`MetricValues` formatted at once
-        per set of metric names (by the mode's ``shown_columns`` where it has one: no dict per leaf)."""
-        shown: dict[str, TableMetrics] = {}
-        pending: dict[tuple[str, ...], list[tuple[str, MetricValues]]] = {}
-        for node in chunk:
-            found = self._metrics.get(node.name)
-            if isinstance(found, MetricValues):
-                pending.setdefault(found.names, []).append((node.name, found))
-            elif found:
-                shown[node.name] = found
-        for names, group in pending.items():
-            values = [values for _, found in group for values in found.values]
+    def _shown(self, chunk: Sequence[Node]) -> list[TableMetrics | None]:
+        """The shown metrics of each of a chunk's nodes; the values of every :class:`MetricValues` formatted at
+        once per set of metric names (by the mode's ``shown_columns`` where it has one: no dict per leaf)."""
+        metrics = self._metrics
+        shown: list[Any] = [metrics.get(node.name) or None for node in chunk] if metrics else [None] * len(chunk)
+        pending: dict[tuple[str, ...], list[int]] = {}  # the positions of the MetricValues, by metric names
+        for at, found in enumerate(shown):
+            if found.__class__ is MetricValues:
+                pending.setdefault(found.names, []).append(at)
+        for names, positions in pending.items():
+            group: list[MetricValues] = [shown[at] for at in positions]
+            values = [values for found in group for values in found.values]
             columns = self._columns(names, values) if self._columns is not None else None
             if columns is not None:
                 shown_names, texts = columns
                 rows = zip(*texts)  # zip(found.keys, rows) takes one row per key
-                for name, found in group:
-                    shown[name] = (shown_names, dict(zip(found.keys, rows)))
+                for at, found in zip(positions, group):
+                    shown[at] = (shown_names, dict(zip(found.keys, rows)))
                 continue
             texts = iter(self._show(names, values))  # type: ignore[misc]
-            for name, found in group:
-                shown[name] = {key: next(texts) for key in found.keys}
+            for at, found in zip(positions, group):
+                shown[at] = {key: next(texts) for key in found.keys}
         return shown
+
+
+def _interleaved(first: list[Any], second: list[Any]) -> list[Any]:
+    """``[first[0], second[0], first[1], second[1], ...]``."""
+    both = [None] * (2 * len(first))
+    both[::2], both[1::2] = first, second
+    return both
 
 
 def graph_rows(graph: Graph, metrics: dict[str, NodeMetrics] | None = None, show: ShowRows | None = None,
@@ -278,6 +311,30 @@ class VisConfig:
 def _create(cursor: sqlite3.Cursor, table: str, columns: Sequence[tuple[str, str]]) -> str:
     cursor.execute(f"CREATE TABLE {table} ({', '.join(f'{n} {t}' for n, t in columns)})")
     return f"INSERT INTO {table} VALUES ({', '.join('?' for _ in columns)})"
+
+
+def _literal(value: Any) -> str | None:
+    """``value`` as an SQL literal (None, a 64-bit int, text without NUL), else None."""
+    if value is None:
+        return "NULL"
+    if value.__class__ is int and -2**63 <= value < 2**63:
+        return str(value)
+    if value.__class__ is str and "\x00" not in value:
+        return "'" + value.replace("'", "''") + "'"
+    return None
+
+
+def _insert_nodes(part: GraphRows) -> tuple[str, Iterable[tuple]]:
+    """The INSERT of ``part``'s node rows, its :attr:`~GraphRows.constants` written in it as literals, and the
+    rows it takes (:meth:`~GraphRows.rows`, with any constant no literal can hold)."""
+    literals = [_literal(value) for value in part.constants]
+    bound = tuple(value for value, literal in zip(part.constants, literals) if literal is None)
+    columns = ", ".join((*ROW_COLUMNS, *GRAPH_COLUMNS))
+    values = ", ".join(["?"] * len(ROW_COLUMNS) + [literal or "?" for literal in literals])
+    rows = part.rows()
+    if bound:
+        rows = (row + bound for row in rows)
+    return f"INSERT INTO tb_nodes ({columns}) VALUES ({values})", rows
 
 
 def _safe_output_dir(folder: Path) -> Path:
@@ -329,11 +386,11 @@ def _fill(temp: Path, parts: Iterable[GraphRows], config: VisConfig) -> None:
         cursor.execute("PRAGMA journal_mode=OFF")
         cursor.execute("PRAGMA synchronous=OFF")
         cursor.execute("PRAGMA page_size=16384")  # fewer overflow pages for the long rows: indexes build faster
-        insert_node = _create(cursor, "tb_nodes", NODE_COLUMNS)
+        _create(cursor, "tb_nodes", NODE_COLUMNS)
         insert_stack = _create(cursor, "tb_stack", STACK_COLUMNS)
         insert_config = _create(cursor, "tb_config", CONFIG_COLUMNS)
         for part in parts:
-            cursor.executemany(insert_node, part.node_rows())
+            cursor.executemany(*_insert_nodes(part))
             cursor.executemany(insert_stack, part.stacks)
         cursor.execute(insert_config, (
             "1", config.graph_type, config.task, json.dumps(config.tool_tip) if config.tool_tip else None,

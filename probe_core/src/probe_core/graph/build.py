@@ -18,7 +18,16 @@ from typing import Any
 from probe_core.errors import GraphError
 from probe_core.graph.flatten import flatten_entry
 from probe_core.graph.model import API_GROUP_PREFIX, Graph, Node, NodeKind
-from probe_core.graph.names import BACKWARD, FORWARD, counterpart, direction, is_module, is_params_grad, without_count
+from probe_core.graph.names import (
+    BACKWARD,
+    FORWARD,
+    MODULE_PREFIXES,
+    PARAMS_GRAD_PART,
+    counterpart,
+    direction,
+    is_params_grad,
+    without_count,
+)
 
 
 def _parent_of(name: str, construct: Mapping[str, Any], known: set[str] | dict) -> str | None:
@@ -110,11 +119,11 @@ def build_graph(construct: Mapping[str, Any], data: Mapping[str, Any],
     nodes = graph.nodes
     module, api = NodeKind.MODULE, NodeKind.API
     for name in order:
-        nodes[name] = Node(name, module if is_module(name) else api)
+        nodes[name] = Node(name, module if name.startswith(MODULE_PREFIXES) else api)  # is_module(name), inline
     root, parent_in_construct = graph.root, construct.get
     for name in order:
         parent = parent_in_construct(name)
-        if parent is None or is_params_grad(name):  # else as construct.json says: most nodes
+        if parent is None or PARAMS_GRAD_PART in name:  # is_params_grad(name); else as construct.json says: most
             parent = _parent_of(name, construct, nodes)
         nodes.get(parent, root).add_child(nodes[name])  # type: ignore[arg-type]
     group_top_level_apis(graph)

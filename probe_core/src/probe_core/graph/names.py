@@ -10,7 +10,7 @@ from __future__ import annotations
 
 FORWARD, BACKWARD, PARAMS_GRAD = "forward", "backward", "parameters_grad"
 MODULE_PREFIXES = ("Module.", "Cell.")
-_PARAMS_GRAD_PART = f".{PARAMS_GRAD}."
+PARAMS_GRAD_PART = f".{PARAMS_GRAD}."  # in every parameters_grad name
 
 
 def is_module(name: str) -> bool:
@@ -18,7 +18,7 @@ def is_module(name: str) -> bool:
 
 
 def is_params_grad(name: str) -> bool:
-    return _PARAMS_GRAD_PART in name
+    return PARAMS_GRAD_PART in name
 
 
 def direction(name: str) -> str | None:
