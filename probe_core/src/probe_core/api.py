@@ -12,6 +12,7 @@ The families (see docs/plugins.md):
   ``RunTaskSpec``, ``NameMapSpec``) and what hooks are handed (``CheckContext``, ``RunRequest``, ``Registry``);
 - errors and warnings: ``ProbeError`` and its kinds, ``ProbeWarning``;
 - data modes and collectors: ``DataMode``, ``TensorOps``, ``CollectorBase``, ``PrecisionDebuggerBase``,
+  ``start_script_collector``,
   the in-place and operator rules, seeding, the fused statistics kernel, run locks;
 - compare: ``LeafPair``, ``RowResult``, the verdicts ``PASS``/``WARNING``/``ERROR``, metric helpers, name maps
   (``NameMap``, ``builtin_map``), XLSX results (``StreamingXlsx``, ``read_first_sheet``);
@@ -42,7 +43,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "probe_core.modes": ("DataMode", "load_mode", "pair_mode"),
     "probe_core.collect.tensors": ("TensorOps",),
     "probe_core.collect.driver": ("CollectorBase",),
-    "probe_core.collect.debugger": ("PrecisionDebuggerBase",),
+    "probe_core.collect.debugger": ("PrecisionDebuggerBase", "start_script_collector"),
     "probe_core.collect.calls": ("GradSlots", "OPERATOR_DUNDERS", "is_inplace", "writes_in_place"),
     "probe_core.collect.seeding": ("seed_python",),
     "probe_core.collect.fused": ("KINDS", "host_stats", "row_layout"),

@@ -107,17 +107,15 @@ def collect(target: PathLike | Callable[[], Any], dump_path: PathLike, *, regist
     ``config`` overrides config.json keys (``task``, ``level``, ``summary_mode``, ``step``, ``list``,
     ...) of ``config_path`` or of the defaults. ``registry`` defaults to the installed plugins.
     """
-    from probe_core.collect.debugger import build_collector
+    from probe_core.collect.debugger import build_collector, start_script_collector
     from probe_core.errors import CollectionError
 
     registry = _registry(registry)
-    script = not callable(target)
-    collector = build_collector(framework, config_path, auto_step=script, registry=registry,
-                                dump_path=str(dump_path), **config)
-    if script:
+    if not callable(target):
         from probe_core.collect.command import run_script
 
-        collector.start(None, from_first_forward=True)
+        collector = start_script_collector(framework, config_path, registry=registry, dump_path=str(dump_path),
+                                           **config)
         try:
             code = run_script(Path(target), list(args))
         finally:
@@ -125,6 +123,7 @@ def collect(target: PathLike | Callable[[], Any], dump_path: PathLike, *, regist
         if code != 0:
             raise CollectionError(f"{target}: the training script exited with code {code}")
         return Path(dump_path)
+    collector = build_collector(framework, config_path, registry=registry, dump_path=str(dump_path), **config)
     try:
         for _ in range(steps):
             collector.start(model)

@@ -11,11 +11,11 @@ probe locate's verdict on it (:mod:`probe_locate.referee`): the script ends afte
 part, on every rank of the job (all read the same verdict).
 
 The monitor is used through the registry's ``monitor`` run task (probe-monitor), unchanged; the dump is the
-framework's ``PrecisionDebugger`` (probe-core's public ``PrecisionDebuggerBase``) started as ``probe run`` starts its
-collector: each step begins at the model's first forward and ends at the optimizer's step. What ends the script is
-counted after the monitor and the dump have seen the step, for the optimizer that steps first (the one the monitor
-watches), and ``SystemExit(0)`` is raised after the last one, on every rank at the same step (none is left waiting
-in a collective). PyTorch: an optimizer step post-hook registered after theirs. MindSpore (PyNative): the optimizer
+framework's collector started as ``probe run`` starts it (``probe_core.api.start_script_collector``): each step
+begins at the model's first forward and ends at the optimizer's step. What ends the script is counted after the
+monitor and the dump have seen the step, for the optimizer that steps first (the one the monitor watches), and
+``SystemExit(0)`` is raised after the last one, on every rank at the same step (none is left waiting in a
+collective). PyTorch: an optimizer step post-hook registered after theirs. MindSpore (PyNative): the optimizer
 cell's call, through ``nn.Cell.__call__`` wrapped over their wrappers (restored on close).
 """
 
@@ -26,8 +26,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from probe_core.api import (ConfigError, PluginError, PrecisionDebuggerBase, RunRequest, human_size, process_rank,
-                            read_config)
+from probe_core.api import (ConfigError, PluginError, RunRequest, human_size, process_rank, read_config,
+                            start_script_collector)
 from probe_locate.referee import wait_for_verdict
 
 NAME = "locate-monitor"
@@ -119,14 +119,11 @@ class MonitorWindow:
             self.inner.close(exit_code)
 
 
-def _dump(request: RunRequest, config: Path, dump_path: Path) -> PrecisionDebuggerBase:
+def _dump(request: RunRequest, config: Path, dump_path: Path) -> Any:
     """The framework's collector on ``config``, started as ``probe run`` starts it (steps end at the optimizer's
-    step, each starts at the model's first forward)."""
-    debugger_class = type("LocateDump", (PrecisionDebuggerBase,), {"framework": request.framework})
-    debugger = debugger_class(str(config), registry=request.registry, auto_step=True, dump_path=str(dump_path),
-                              overwrite=request.overwrite or None)
-    debugger.collector.start(None, from_first_forward=True)
-    return debugger
+    step, each starts at the model's first forward); ``close()`` returns its summary."""
+    return start_script_collector(request.framework, str(config), registry=request.registry,
+                                  dump_path=str(dump_path), overwrite=request.overwrite or None)
 
 
 class _MindSporeStepHook:

@@ -190,10 +190,9 @@ def _run(args: argparse.Namespace) -> int:
         framework = args.framework or detected or registry.default_framework()
         return _run_task(registry.family("run_tasks")[args.task], args, script, framework)
     overrides = {"task": args.task, "level": args.level, "dump_path": args.dump_path, "overwrite": args.overwrite}
-    from probe_core.collect.debugger import build_collector  # the engine, only when a script runs
+    from probe_core.collect.debugger import start_script_collector  # the engine, only when a script runs
 
-    collector = build_collector(args.framework, args.config, auto_step=True, detected=detected, **overrides)
-    collector.start(None, from_first_forward=True)
+    collector = start_script_collector(args.framework, args.config, detected=detected, **overrides)
     code = 1
     try:
         code = run_script(script, list(args.script_args))

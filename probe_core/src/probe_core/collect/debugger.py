@@ -37,6 +37,15 @@ def build_collector(framework: str | None, config_path: Any = None, *, auto_step
     return collector_class(config, registry, mode_for_config(config, registry), auto_step=auto_step)
 
 
+def start_script_collector(framework: str | None, config_path: Any = None, **overrides: Any) -> Any:
+    """A collector started as ``probe run`` starts one around a training script: each step begins at the model's
+    first forward and ends at the optimizer's step (``auto_step``). ``close()`` it when the script is over: it
+    returns the run's :class:`Summary`. The arguments are :func:`build_collector`'s."""
+    collector = build_collector(framework, config_path, auto_step=True, **overrides)
+    collector.start(None, from_first_forward=True)
+    return collector
+
+
 class _NoSession:
     def __init__(self, config: ProbeConfig) -> None:
         self.config = config
