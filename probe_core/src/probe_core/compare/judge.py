@@ -63,6 +63,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 from probe_core.collect.calls import writes_in_place
@@ -236,7 +237,8 @@ def plain_facts(index: int, parent: str | None, plain: Plain, mode: DataMode, te
     judge shows a few (the entries it names), and their leaves are built then; ``texts``: made now instead,
     for facts kept beside much else (a Reason keeps the entry's statistics: about 250 bytes an entry)."""
     name, rows, start = plain.name, plain.rows, plain.start
-    facts = EntryFacts(index, name, parent, _kind(name), PASS, bench_name=plain.bench_name)
+    facts = EntryFacts(index, name, parent, _kind(name), PASS, 0.0, 0.0, 0.0, 0.0, [], "", "", None, plain.bench_name,
+                       "", None, [], [])  # positional: no default factories, _measure sets the rest
     _measure(facts, rows.layout, plain.pairs, plain.chunk.errs[start:start + len(rows.suffixes)], mode, plain.stats)
     if texts:
         facts.worst_input, facts.worst_output = str(facts.worst_input), str(facts.worst_output)
@@ -260,6 +262,7 @@ class RowLayout:
     lowered_u: float = 0.0
     outputs: tuple[tuple[int, float], ...] = ()  # the output rows of :attr:`tensors`: (position, unit roundoff)
     others: tuple[tuple[int, int], ...] = ()  # its input and parameter rows: (position, role code)
+    input_rows: tuple[int, ...] = ()  # the positions of its input rows (:func:`_against_inputs` reads them)
 
     @classmethod
     def of(cls, pairs: Sequence[tuple[TensorMeta | None, TensorMeta | None]]) -> RowLayout:
@@ -273,7 +276,8 @@ class RowLayout:
             tensors.append((pos, code, max(roundoff(npu.dtype), roundoff(bench.dtype))))
         return cls(tuple(tensors), notes.target_dtype, notes.lowered, notes.lowered_u,
                    tuple((pos, unit) for pos, code, unit in tensors if code == OUTPUT),
-                   tuple((pos, code) for pos, code, _ in tensors if 0 <= code != OUTPUT))
+                   tuple((pos, code) for pos, code, _ in tensors if 0 <= code != OUTPUT),
+                   tuple(pos for pos, code, _ in tensors if code == INPUT))
 
 
 class _DtypeNotes:
@@ -286,42 +290,10 @@ def _measure(facts: EntryFacts, layout: RowLayout, pairs: Sequence[tuple[TensorM
     a plain entry's statistics, see :func:`_against_inputs`)."""
     facts.target_dtype, facts.lowered, facts.lowered_u = layout.target_dtype, layout.lowered, layout.lowered_u
     facts.pairs = pairs
-    if max(filter(None, errs), default=0.0) > _CANCELLED_CHECK:  # rare: a cancelled result's error
-        errs = _against_inputs(layout, pairs, errs, stats)
-    worst_in = worst_out = -1.0
-    at_in = at_out = -1
-    out_err = unit_out = 0.0
-    outputs = facts.outputs
-    for pos, unit in layout.outputs:
-        err = errs[pos]
-        if err is None:
-            continue
-        if err > out_err:
-            out_err = err
-        outputs.append((pos, err))
-        if unit > unit_out:
-            unit_out = unit
-        if err > worst_out:
-            worst_out, at_out = err, pos
-    facts.out_err, facts.roundoff = out_err, unit_out
-    in_err = param_err = 0.0
-    inputs = facts.inputs
-    for pos, code in layout.others:
-        err = errs[pos]
-        if err is None:
-            continue
-        inputs.append((pos, err))
-        if code == PARAMETERS:
-            if err > param_err:
-                param_err = err
-        else:
-            if err > in_err:
-                in_err = err
-            if err > 0:  # only a differing input can have been changed in place
-                facts.fresh_in.append((err, pos))
-        if err > worst_in:
-            worst_in, at_in = err, pos
-    facts.in_err, facts.param_err = in_err, param_err
+    found = _spread_native(layout.outputs, layout.others, layout.input_rows, errs, *stats) \
+        if stats is not None and _spread_native is not None else None
+    (facts.out_err, facts.roundoff, facts.outputs, at_out, worst_out, facts.in_err, facts.param_err, facts.inputs,
+     facts.fresh_in, at_in, worst_in, errs) = found if found is not None else _spread(layout, pairs, errs, stats)
     if at_in >= 0:
         facts.worst_input = Reason(facts.name, pairs, at_in, mode, worst_in)
     if at_out >= 0:
@@ -330,7 +302,59 @@ def _measure(facts: EntryFacts, layout: RowLayout, pairs: Sequence[tuple[TensorM
         _note_nonfinite(facts, layout, pairs, errs, mode)
 
 
+def _spread(layout: RowLayout, pairs: Sequence[tuple[TensorMeta | None, TensorMeta | None]],
+            errs: Sequence[float | None], stats: tuple[tuple, tuple] | None) -> tuple:
+    """(worst output discrepancy, the outputs' coarser roundoff, each output's (position, discrepancy), the worst
+    output's position and discrepancy, the worst input's and parameter's discrepancy, each input's and
+    parameter's (position, discrepancy), each differing input's (discrepancy, position), the worst of them's
+    position and discrepancy, ``errs`` as measured: see :func:`_against_inputs`). Positions are -1 where
+    there is none. The C helper (``probe_core.compare._facts``) gives the same for the common entry."""
+    if max(filter(None, errs), default=0.0) > _CANCELLED_CHECK:  # rare but for noisy pairs: a cancelled result
+        errs = _against_inputs(layout, pairs, errs, stats)
+    worst_out = worst_in = -1.0
+    at_in = at_out = -1
+    out_err = unit_out = 0.0
+    outputs: list[tuple[int, float]] = []
+    for pos, unit in layout.outputs:
+        err = errs[pos]
+        if err is None:
+            continue
+        outputs.append((pos, err))
+        if unit > unit_out:
+            unit_out = unit
+        if err > worst_out:
+            worst_out, at_out = err, pos
+            if err > out_err:
+                out_err = err
+    in_err = param_err = 0.0
+    inputs: list[tuple[int, float]] = []
+    fresh_in: list[tuple[float, int]] = []
+    for pos, code in layout.others:
+        err = errs[pos]
+        if err is None:
+            continue
+        inputs.append((pos, err))
+        if code == PARAMETERS:
+            if err > param_err:
+                param_err = err
+        elif err > 0:  # only a differing input can have been changed in place
+            fresh_in.append((err, pos))
+            if err > in_err:
+                in_err = err
+        if err > worst_in:
+            worst_in, at_in = err, pos
+    return (out_err, unit_out, outputs, at_out, worst_out, in_err, param_err, inputs, fresh_in, at_in, worst_in,
+            errs)
+
+
 _CANCELLED_CHECK = ADDS_ERROR * ROUNDOFF["float32"]  # an error above it may be a cancelled sum's (_against_inputs)
+
+try:
+    from probe_core.compare._facts import configure as _configure_native, spread as _spread_native
+except ImportError:  # built without a C compiler
+    _spread_native = None
+else:
+    _configure_native(_CANCELLED_CHECK, CANCELLED)
 
 
 def _against_inputs(layout: RowLayout, pairs: Sequence[tuple[TensorMeta | None, TensorMeta | None]],
@@ -340,17 +364,18 @@ def _against_inputs(layout: RowLayout, pairs: Sequence[tuple[TensorMeta | None, 
     arithmetic) keeps the rounding error of its terms, however small it is itself. ``stats``: a plain entry's
     statistics (four per row, each side), read instead of its leaves."""
     magnitude, source = (_leaves_magnitude, pairs) if stats is None else (_stats_magnitude, stats)
-    inputs = [magnitude(source, pos) for pos, code, _ in layout.tensors if code == INPUT]
-    scale = max(inputs, default=0.0)
+    scale = max(map(magnitude, repeat(source), layout.input_rows), default=0.0)
     if not scale > 0 or not math.isfinite(scale):
         return errs
-    out = list(errs)
+    out = None
     for pos, _ in layout.outputs:
-        if out[pos] and magnitude(source, pos) < CANCELLED * scale:
+        if errs[pos] and magnitude(source, pos) < CANCELLED * scale:
+            if out is None:
+                out = list(errs)
             target, bench = pairs[pos]
             apart = [abs(x - y) for x, y in zip(_numbers(target), _numbers(bench))]
             out[pos] = min(out[pos], max(apart, default=0.0) / scale)
-    return out
+    return errs if out is None else out
 
 
 def _numbers(leaf: TensorMeta | None) -> tuple[float, ...]:
@@ -367,10 +392,14 @@ def _leaves_magnitude(pairs: Sequence[tuple[TensorMeta | None, TensorMeta | None
 
 def _stats_magnitude(stats: tuple[tuple, tuple], pos: int) -> float:
     """:func:`_leaves_magnitude` of a plain entry's row from its statistics (numbers, four per row: Max first)."""
-    at, finite = 4 * pos, math.isfinite
+    at = 4 * pos
     target, bench = stats
-    values = [abs(v) for v in (target[at], target[at + 1], bench[at], bench[at + 1]) if finite(v)]
-    return max(values) if values else math.nan
+    values = (abs(target[at]), abs(target[at + 1]), abs(bench[at]), abs(bench[at + 1]))
+    total = sum(values)
+    if total - total == 0.0:  # all finite: the common case
+        return max(values)
+    finite = [value for value in values if value - value == 0.0]
+    return max(finite) if finite else math.nan
 
 
 def _note_nonfinite(facts: EntryFacts, layout: RowLayout, pairs: Sequence[tuple[TensorMeta | None, TensorMeta | None]],

@@ -366,4 +366,5 @@ def check_depth(value: Any, max_depth: int = MAX_DEPTH) -> None:
             continue
         if depth >= max_depth:
             raise ValueError(f"nested deeper than {max_depth} levels")
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+        below = depth + 1
+        stack += [(child, below) for child in children if isinstance(child, (dict, list))]
