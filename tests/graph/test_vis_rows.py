@@ -50,8 +50,10 @@ def test_tables_json_refuses_what_it_does_not_write(monkeypatch):
         vis_db.tables_json(tables, [None], vis_db.table_floats(tables))
     with pytest.raises(ValueError):
         vis_db.tables_json(tables, [None])
-    with pytest.raises(ValueError):  # metrics as columns: two texts for one name
-        vis_db.tables_json([{"input.0": TENSOR}], [(("Cosine",), {"input.0": ("1.0", "2.0")})])
+    with pytest.raises(ValueError):  # metrics as columns: two columns for one name
+        vis_db.tables_json([{"input.0": TENSOR}], [(("Cosine",), {"input.0": 0}, [["1.0"], ["2.0"]])])
+    with pytest.raises(ValueError):  # a row beyond the column
+        vis_db.tables_json([{"input.0": TENSOR}], [(("Cosine",), {"input.0": 1}, [["1.0"]])])
     with pytest.raises(ValueError):  # a float short
         vis_db.tables_json(TABLES, METRICS, vis_db.table_floats(TABLES)[:-1])
     assert vis_db.format_tables(tables, [None]) == python_texts(tables, [None])  # falls back to Python
@@ -67,9 +69,16 @@ keys = st.one_of(st.sampled_from(["input.0", "input.1", "output.0"]), st.text(ma
 descriptions = st.dictionaries(fields, scalars, max_size=8)
 tables = st.dictionaries(keys, descriptions, max_size=4)
 metric_names = st.one_of(fields, st.text(max_size=4))
-extra_columns = st.lists(metric_names, unique=True, max_size=3).flatmap(  # (names, {key: texts}): shown_columns'
-    lambda names: st.tuples(st.just(tuple(names)),
-                            st.dictionaries(keys, st.tuples(*[st.text(max_size=4)] * len(names)), max_size=3)))
+#: fmt % x as tables_json writes it (%r, %.<n>g and a tail), and ones it leaves to Python
+formats = st.sampled_from(["%r", "%.6g%%", "%.1g", "%.17g e", "%.3g%%%%", "%.6f", "%d", "%.18g"])
+WRITTEN_IN_C = {"%r", "%.6g%%", "%.1g", "%.17g e", "%.3g%%%%"}
+#: (names, {key: row}, columns): shown_columns' columns, texts or (fmt, floats)
+extra_columns = st.tuples(st.lists(metric_names, unique=True, max_size=3), st.integers(1, 3)).flatmap(
+    lambda shape: st.tuples(
+        st.just(tuple(shape[0])), st.dictionaries(keys, st.integers(0, shape[1] - 1), max_size=3),
+        st.tuples(*[st.one_of(st.lists(st.text(max_size=4), min_size=shape[1], max_size=shape[1]),
+                              st.tuples(formats, st.lists(st.floats(), min_size=shape[1], max_size=shape[1])))
+                    for _ in shape[0]]).map(list)))
 extras = st.one_of(st.none(), st.dictionaries(keys, st.dictionaries(metric_names, st.text(max_size=4), max_size=3)),
                    extra_columns)
 
@@ -84,8 +93,10 @@ def test_format_tables_equals_format_table(pairs):
     for floats in (None, vis_db.table_floats(chosen)):  # repr'd in C, or the texts given
         try:
             assert vis_db.tables_json(chosen, metrics, floats) == expected
-        except ValueError:  # refused only for text beyond ASCII
-            assert not "".join(expected).isascii()
+        except ValueError:  # refused only for text beyond ASCII, or a format it leaves to Python
+            assert not "".join(expected).isascii() or any(
+                column[0] not in WRITTEN_IN_C for extra in metrics if extra.__class__ is tuple for column in extra[2]
+                if column.__class__ is tuple)
     for text in expected:  # the viewer reads every column as JSON
         assert isinstance(json.loads(text), dict)
 
@@ -132,11 +143,35 @@ def test_the_graph_takes_statistics_metrics_as_columns():
     assert Md5Mode().shown_columns(names, rows) is None  # shows its metrics otherwise: the graph takes its rows
     shown_names, columns = mode.shown_columns(names, rows)
     as_dicts = mode.shown_rows(names, rows)
-    assert [dict(zip(shown_names, cells)) for cells in zip(*columns)] == as_dicts
+    assert [dict(zip(shown_names, cells)) for cells in zip(*map(vis_db.column_texts, columns))] == as_dicts
     table = {"input.0": TENSOR, "input.1": {"type": "int", "value": 3}}
-    in_columns = (shown_names, {"input.0": tuple(columns[k][0] for k in range(len(names))),
-                                "input.1": tuple(columns[k][1] for k in range(len(names)))})
+    in_columns = (shown_names, {"input.0": 0, "input.1": 1}, columns)
     in_dicts = {"input.0": as_dicts[0], "input.1": as_dicts[1]}
     assert vis_db.format_tables([table], [in_columns]) == vis_db.format_tables([table], [in_dicts]) \
         == [vis_db.format_table(table, in_columns)]
     assert json.loads(vis_db.format_tables([table], [in_columns])[0])["input.0"]["MaxRelativeErr"] == "300%"
+
+
+def test_statistics_columns_are_written_as_shown_metrics_shows_them():
+    """The statistics metrics reach tables_json as floats with a format (``(fmt, floats)``) and are written in C
+    as shown_metrics writes each (MaxAbsErr's repr of the size, relative errors in percent to 6 digits, NaN
+    and the infinities as their repr), for any double: random bit patterns, subnormals, ones that overflow
+    times 100."""
+    import random
+    import struct
+
+    from probe_modes.statistics import DIFF_COLUMNS, RELATIVE_COLUMNS, StatisticsMode
+
+    mode, names, rnd = StatisticsMode(), DIFF_COLUMNS + RELATIVE_COLUMNS, random.Random(11)
+    doubles = [struct.unpack("<d", struct.pack("<Q", rnd.getrandbits(64)))[0] for _ in range(3000)]
+    doubles += [0.0, -0.0, 5e-324, 1.7976931348623157e308, 9.9999995e-7, 0.0123456785, float("nan"), float("inf")]
+    for finite_only in (True, False):  # one overflowing value sends its column as texts
+        pool = [x for x in doubles if x - x == 0.0 and abs(x) < 1e300] if finite_only else doubles
+        rows = [tuple(pool[(k + 7 * i) % len(pool)] for i in range(len(names))) for k in range(len(pool))]
+        shown_names, columns = mode.shown_columns(names, rows)
+        assert all(column.__class__ is tuple for column in columns) == finite_only
+        tables = [{f"input.{k}": TENSOR} for k in range(len(rows))]
+        extras = [(shown_names, {f"input.{k}": k}, columns) for k in range(len(rows))]
+        expected = [vis_db.format_table(table, {f"input.{k}": mode.shown_metrics(dict(zip(names, row)))})
+                    for k, (table, row) in enumerate(zip(tables, rows))]
+        assert vis_db.tables_json(tables, extras) == expected

@@ -17,6 +17,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <string.h>
 
 /* A number token as read: its sign, significant digits (trailing zeros dropped) and where the decimal point
@@ -229,19 +230,14 @@ typedef struct {
     Py_ssize_t *starts;
 } Block;
 
-/* The texts of a block's numbers into block; its number of rows, -1 with ValueError (or another error) set. */
-static Py_ssize_t read_block(PyObject *part, Block *block) {
-    const char *text, *suffix, *zero = NULL;
-    Py_ssize_t length, width, suffix_n, zero_n = 0;
-    PyObject *values;
-    if (!PyArg_ParseTuple(part, "y#O!ns#z#", &text, &length, &PyList_Type, &values, &width, &suffix, &suffix_n,
-                          &zero, &zero_n))
-        return -1;
+/* The texts of `values` (floats and ints, no bools) into block, from `text`, msgspec's JSON array of them:
+ * each repr(value) + suffix (zero instead for a value equal to zero, when not NULL); 0, -1 with ValueError (or
+ * another error) set. */
+static int numbers_block(const char *text, Py_ssize_t length, PyObject *values, const char *suffix,
+                         Py_ssize_t suffix_n, const char *zero, Py_ssize_t zero_n, Block *block) {
     Py_ssize_t count = PyList_GET_SIZE(values);
-    if (width < 1 || count % width || suffix_n > 8 || zero_n > 8 || length < 2 || text[0] != '[' ||
-        text[length - 1] != ']' || (count == 0 && length != 2))
-        goto bad;
-    if (!is_ascii(suffix, suffix_n) || !is_ascii(zero, zero_n))
+    if (suffix_n > 8 || zero_n > 8 || length < 2 || text[0] != '[' || text[length - 1] != ']' ||
+        (count == 0 && length != 2) || !is_ascii(suffix, suffix_n) || !is_ascii(zero, zero_n))
         goto bad;
     block->starts = PyMem_Malloc((count + 1) * sizeof(Py_ssize_t));
     block->arena = PyMem_Malloc(count * (64 + 8) + 1);  /* a text is at most 64 characters, a suffix 8 */
@@ -286,11 +282,29 @@ static Py_ssize_t read_block(PyObject *part, Block *block) {
         at += suffix_n;
     }
     block->starts[count] = at - block->arena;
-    return count / width;
+    return 0;
 bad:
     if (!PyErr_Occurred())
-        PyErr_SetString(PyExc_ValueError, "join_rows: a block's text does not hold one number per value");
+        PyErr_SetString(PyExc_ValueError, "a block's text does not hold one number per value");
     return -1;
+}
+
+/* The texts of a join_rows block (encoded, values, width, suffix, zero) into block; its number of rows, -1
+ * with ValueError (or another error) set. */
+static Py_ssize_t read_block(PyObject *part, Block *block) {
+    const char *text, *suffix, *zero = NULL;
+    Py_ssize_t length, width, suffix_n, zero_n = 0;
+    PyObject *values;
+    if (!PyArg_ParseTuple(part, "y#O!ns#z#", &text, &length, &PyList_Type, &values, &width, &suffix, &suffix_n,
+                          &zero, &zero_n))
+        return -1;
+    if (width < 1 || PyList_GET_SIZE(values) % width) {
+        PyErr_SetString(PyExc_ValueError, "join_rows: a block's values do not fill its rows");
+        return -1;
+    }
+    if (numbers_block(text, length, values, suffix, suffix_n, zero, zero_n, block) < 0)
+        return -1;
+    return PyList_GET_SIZE(values) / width;
 }
 
 static PyObject *join_rows(PyObject *self, PyObject *args) {
@@ -416,7 +430,10 @@ done:
 /* tables_json(tables, extras[, floats]) -> list of str
  *   tables: a list of dicts {tensor key: {field: value}}, a graph node's input or output descriptions;
  *   extras: for each table, None or {tensor key: {metric: str}} (compare columns merged into a description),
- *           or (names, {tensor key: texts}): each tensor's metrics as a tuple of texts in `names`' order;
+ *           or (names, {tensor key: row}, columns): each tensor's metrics the cells of its row of `columns`
+ *           (a list, one column per name of the tuple `names`: a list of str, or (fmt, floats) shown as
+ *           `fmt % x` where finite and repr(x) where not: column_set's formats), as DataMode.shown_columns
+ *           gives them; tables holding the same columns list share its texts;
  *   floats: optional, the text of every float field of the tables, in order (probe_graph.vis_db.table_floats);
  *           without it each float is written as repr() writes it, from msgspec's JSON text of them all read as
  *           reprs reads it (NaN and the infinities: PyOS_double_to_string, repr's own call).
@@ -456,16 +473,19 @@ static int put(Buffer *b, const char *text, Py_ssize_t size) {
     return 0;
 }
 
-/* A JSON string of the ASCII str `text`, escaped as msgspec escapes it; -2 for a text it does not write. */
-static int put_string(Buffer *b, PyObject *text) {
+/* A JSON string of the ASCII str `text`, escaped as msgspec escapes it, after `before` and followed by `after`
+ * (each at most one character; 0 for none); -2 for a text it does not write. */
+static int put_quoted(Buffer *b, char before, PyObject *text, char after) {
     static const char hex[] = "0123456789abcdef";
     if (!PyUnicode_CheckExact(text) || !PyUnicode_IS_ASCII(text))
         return -2;
     Py_ssize_t size = PyUnicode_GET_LENGTH(text);
     const Py_UCS1 *chars = PyUnicode_1BYTE_DATA(text);
-    if (reserve(b, 6 * size + 2) < 0)
+    if (reserve(b, 6 * size + 4) < 0)
         return -1;
     char *at = b->data + b->size;
+    if (before)
+        *at++ = before;
     *at++ = '"';
     for (Py_ssize_t i = 0; i < size; i++) {
         unsigned char ch = chars[i];
@@ -487,8 +507,14 @@ static int put_string(Buffer *b, PyObject *text) {
         }
     }
     *at++ = '"';
+    if (after)
+        *at++ = after;
     b->size = at - b->data;
     return 0;
+}
+
+static int put_string(Buffer *b, PyObject *text) {
+    return put_quoted(b, 0, text, 0);
 }
 
 /* Where the float fields' texts come from, in the tables' order: `texts` (the caller's list of str), else
@@ -500,8 +526,8 @@ typedef struct {
 
 static PyObject *encode_numbers;  /* msgspec.json.Encoder().encode, imported when first needed */
 
-/* Every exact float field of the tables' descriptions, in order, as msgspec's JSON array (NULL with an error). */
-static PyObject *float_fields_json(PyObject *tables) {
+/* msgspec's JSON array of the list `values` (NULL with an error). */
+static PyObject *numbers_json(PyObject *values) {
     if (encode_numbers == NULL) {
         PyObject *module = PyImport_ImportModule("msgspec.json"), *encoder;
         encoder = module != NULL ? PyObject_CallMethod(module, "Encoder", NULL) : NULL;
@@ -511,6 +537,16 @@ static PyObject *float_fields_json(PyObject *tables) {
         if (encode_numbers == NULL)
             return NULL;
     }
+    PyObject *encoded = PyObject_CallOneArg(encode_numbers, values);
+    if (encoded != NULL && !PyBytes_Check(encoded)) {
+        Py_CLEAR(encoded);
+        PyErr_SetString(PyExc_TypeError, "tables_json: msgspec.json.Encoder().encode gave no bytes");
+    }
+    return encoded;
+}
+
+/* Every exact float field of the tables' descriptions, in order, as msgspec's JSON array (NULL with an error). */
+static PyObject *float_fields_json(PyObject *tables) {
     PyObject *values = PyList_New(0), *table, *value, *key, *item, *encoded = NULL;
     if (values == NULL)
         return NULL;
@@ -522,11 +558,7 @@ static PyObject *float_fields_json(PyObject *tables) {
                 if (PyFloat_CheckExact(item) && PyList_Append(values, item) < 0)
                     goto done;
     }
-    encoded = PyObject_CallOneArg(encode_numbers, values);
-    if (encoded != NULL && !PyBytes_Check(encoded)) {
-        Py_CLEAR(encoded);
-        PyErr_SetString(PyExc_TypeError, "tables_json: msgspec.json.Encoder().encode gave no bytes");
-    }
+    encoded = numbers_json(values);
 done:
     Py_DECREF(values);
     return encoded;
@@ -582,7 +614,17 @@ static int put_ints(Buffer *b, PyObject *item) {
             *at++ = ',';
             *at++ = ' ';
         }
-        at += sprintf(at, "%lld", v);
+        char digits[24];
+        int count = 0;
+        unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+        if (v < 0)
+            *at++ = '-';
+        do {
+            digits[count++] = (char)('0' + u % 10);
+            u /= 10;
+        } while (u);
+        while (count)
+            *at++ = digits[--count];
     }
     if (is_list)
         *at++ = ']';
@@ -719,10 +761,7 @@ fail:
 
 /* An object member's start: `"key":`, after a comma unless it is the `first`. */
 static int put_key(Buffer *b, PyObject *key, int first) {
-    int status = first ? 0 : put(b, ",", 1);
-    if (status == 0)
-        status = put_string(b, key);
-    return status == 0 ? put(b, ":", 1) : status;
+    return put_quoted(b, first ? 0 : ',', key, ':');
 }
 
 /* `shown` (a dict of str) as a JSON object. */
@@ -738,27 +777,257 @@ static int put_shown(Buffer *b, PyObject *shown) {
     return status == 0 ? put(b, "}", 1) : status;
 }
 
-/* The next (name, text) of a description's extra columns `more`: a dict, or the tuple of texts of `names`. */
-static int next_extra(PyObject *more, PyObject *names, Py_ssize_t *pos, PyObject **name, PyObject **text) {
-    if (names == NULL)
-        return PyDict_Next(more, pos, name, text);
-    if (*pos >= PyTuple_GET_SIZE(names))
+/* The shown columns of a (names, {tensor key: row}, columns) extra, as text: each column a list of str, or
+ * (fmt, floats) written here into a block, each float x as Python writes `fmt % x` where x is finite and as
+ * repr(x) where not; fmt "%r", or "%.<1-17>g" and then literal text ("%%" a percent sign; no quote, backslash
+ * or control character). Every extra holding the same columns list shares its texts. */
+typedef struct {
+    PyObject *texts;  /* a list of str, or NULL: the block's */
+    Block block;
+    Py_ssize_t count;
+} Cells;
+
+typedef struct {
+    PyObject *columns, *names;  /* the caller's list and names (borrowed: its extras hold them) */
+    Cells *cells;
+    Py_ssize_t width;
+    Buffer members;             /* `,"name":` of each name, one after another */
+    Py_ssize_t *member_ends;    /* where each ends in members */
+    int plain;                  /* whether every name is an ASCII str, none requires_grad or data_name */
+} ColumnSet;
+
+typedef struct {
+    ColumnSet *sets;
+    Py_ssize_t count;
+} ColumnSets;
+
+/* fmt's precision and literal tail: "%r" gives precision 0; -2 for any other format. */
+static int read_format(PyObject *fmt, int *precision, char *tail, Py_ssize_t *tail_n) {
+    if (!PyUnicode_CheckExact(fmt) || !PyUnicode_IS_ASCII(fmt))
+        return -2;
+    const char *text = (const char *)PyUnicode_1BYTE_DATA(fmt);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(fmt), p = 2;
+    *precision = 0;
+    *tail_n = 0;
+    if (n == 2 && memcmp(text, "%r", 2) == 0)
         return 0;
-    *name = PyTuple_GET_ITEM(names, *pos);
-    *text = PyTuple_GET_ITEM(more, (*pos)++);
+    if (n < 4 || memcmp(text, "%.", 2) != 0)
+        return -2;
+    for (; p < n && text[p] >= '0' && text[p] <= '9' && *precision <= 17; p++)
+        *precision = 10 * *precision + (text[p] - '0');
+    if (*precision < 1 || *precision > 17 || p >= n || text[p++] != 'g')
+        return -2;
+    for (; p < n; p++) {
+        char ch = text[p];
+        if (ch == '%' && (++p >= n || text[p] != '%'))
+            return -2;  /* a second conversion */
+        if (ch < 0x20 || ch == 0x7f || ch == '"' || ch == '\\' || *tail_n == 8)
+            return -2;
+        tail[(*tail_n)++] = ch;
+    }
+    return 0;
+}
+
+/* The texts of a (fmt, floats) column into block: 0, -1 with an error set, -2 for what it does not write. */
+static int format_block(PyObject *column, Block *block, Py_ssize_t *count) {
+    if (!PyTuple_CheckExact(column) || PyTuple_GET_SIZE(column) != 2 || !PyList_CheckExact(PyTuple_GET_ITEM(column, 1)))
+        return -2;
+    PyObject *values = PyTuple_GET_ITEM(column, 1);
+    int precision;
+    char tail[8];
+    Py_ssize_t tail_n, n = PyList_GET_SIZE(values);
+    if (read_format(PyTuple_GET_ITEM(column, 0), &precision, tail, &tail_n) < 0)
+        return -2;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!PyFloat_CheckExact(PyList_GET_ITEM(values, i)))
+            return -2;
+    *count = n;
+    if (precision == 0) {  /* repr: msgspec's digits in repr's notation */
+        PyObject *encoded = numbers_json(values);
+        if (encoded == NULL)
+            return -1;
+        int status = numbers_block(PyBytes_AS_STRING(encoded), PyBytes_GET_SIZE(encoded), values, "", 0, NULL, 0,
+                                   block);
+        Py_DECREF(encoded);
+        return status;
+    }
+    block->starts = PyMem_Malloc((n + 1) * sizeof(Py_ssize_t));
+    block->arena = PyMem_Malloc(n * (40 + 8) + 1);  /* %.17g writes at most 24 characters, repr 4 here */
+    if (block->starts == NULL || block->arena == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    char *at = block->arena;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double x = PyFloat_AS_DOUBLE(PyList_GET_ITEM(values, i));
+        int finite = isfinite(x);
+        block->starts[i] = at - block->arena;
+        /* what `fmt % x` calls: Python's own float formatter; repr's call for NaN and the infinities */
+        char *text = finite ? PyOS_double_to_string(x, 'g', precision, 0, NULL)
+                            : PyOS_double_to_string(x, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+        if (text == NULL)
+            return -1;
+        size_t size = strlen(text);
+        if (size <= 40)
+            memcpy(at, text, size);
+        PyMem_Free(text);
+        if (size > 40)
+            return -2;
+        at += size;
+        if (finite) {
+            memcpy(at, tail, tail_n);
+            at += tail_n;
+        }
+    }
+    block->starts[n] = at - block->arena;
+    return 0;
+}
+
+/* The texts of the columns list `columns` named by the tuple `names` (a new set of `sets`, or the one made
+ * already); NULL with *status -1 (an error set) or -2 (what it does not write). */
+static ColumnSet *column_set(ColumnSets *sets, PyObject *columns, PyObject *names, int *status) {
+    Py_ssize_t width = PyTuple_GET_SIZE(names);
+    *status = -2;
+    for (Py_ssize_t i = 0; i < sets->count; i++)
+        if (sets->sets[i].columns == columns && sets->sets[i].names == names)
+            return &sets->sets[i];
+    if (!PyList_CheckExact(columns) || PyList_GET_SIZE(columns) != width)
+        return NULL;
+    ColumnSet *grown = PyMem_Realloc(sets->sets, (sets->count + 1) * sizeof(ColumnSet));
+    Cells *cells = PyMem_Calloc(width ? width : 1, sizeof(Cells));
+    Py_ssize_t *member_ends = PyMem_Calloc(width ? width : 1, sizeof(Py_ssize_t));
+    if (grown != NULL)
+        sets->sets = grown;
+    if (grown == NULL || cells == NULL || member_ends == NULL) {
+        PyMem_Free(cells);
+        PyMem_Free(member_ends);
+        *status = -1;
+        PyErr_NoMemory();
+        return NULL;
+    }
+    ColumnSet *set = &sets->sets[sets->count++];
+    *set = (ColumnSet){columns, names, cells, width, {NULL, 0, 0}, member_ends, 1};
+    for (Py_ssize_t k = 0; k < width && set->plain; k++) {
+        PyObject *name = PyTuple_GET_ITEM(names, k);
+        int written = put_key(&set->members, name, 0);
+        if (written == -1) {
+            *status = -1;
+            return NULL;
+        }
+        set->plain = written == 0 && name != grad_key && name != name_key && PyUnicode_Compare(name, grad_key) != 0
+                     && PyUnicode_Compare(name, name_key) != 0;
+        member_ends[k] = set->members.size;
+    }
+    for (Py_ssize_t k = 0; k < width; k++) {
+        PyObject *column = PyList_GET_ITEM(columns, k);
+        if (PyList_CheckExact(column)) {
+            cells[k].texts = column;
+            cells[k].count = PyList_GET_SIZE(column);
+        } else if ((*status = format_block(column, &cells[k].block, &cells[k].count)) != 0) {
+            return NULL;
+        }
+    }
+    *status = 0;
+    return set;
+}
+
+static void free_sets(ColumnSets *sets) {
+    for (Py_ssize_t i = 0; i < sets->count; i++) {
+        for (Py_ssize_t k = 0; k < sets->sets[i].width; k++) {
+            PyMem_Free(sets->sets[i].cells[k].block.arena);
+            PyMem_Free(sets->sets[i].cells[k].block.starts);
+        }
+        PyMem_Free(sets->sets[i].cells);
+        PyMem_Free(sets->sets[i].members.data);
+        PyMem_Free(sets->sets[i].member_ends);
+    }
+    PyMem_Free(sets->sets);
+}
+
+/* A description's extra columns: `more` a dict {metric: text} (names NULL), or row `row` of `set`'s columns,
+ * named by the tuple `names`. */
+typedef struct {
+    PyObject *more, *names;
+    ColumnSet *set;
+    Py_ssize_t row;
+} Extra;
+
+/* The next extra column's name, and its text where it is a str already (else NULL: the set's cell). */
+static int next_extra(const Extra *x, Py_ssize_t *pos, PyObject **name, PyObject **text) {
+    if (x->set == NULL)
+        return PyDict_Next(x->more, pos, name, text);
+    if (*pos >= x->set->width)
+        return 0;
+    *name = PyTuple_GET_ITEM(x->names, *pos);
+    *text = NULL;
+    (*pos)++;
     return 1;
 }
 
-/* A tensor's description (one with a Max) whose extra columns `more` (NULL: none; next_extra's) are all new
- * keys, written straight from its fields: 0, 1 (nothing written) for any other description, -1/-2 as
- * put_field. */
-static int put_tensor(Buffer *b, PyObject *value, PyObject *more, PyObject *names, Floats *f) {
+/* Where column k's cell of the extra's row is: its str (*text), or its characters in the block. */
+static int cell(const Extra *x, Py_ssize_t k, PyObject **text, const char **chars, Py_ssize_t *size) {
+    Cells *cells = &x->set->cells[k];
+    if (x->row >= cells->count)
+        return -2;
+    if (cells->texts != NULL) {
+        *text = PyList_GET_ITEM(cells->texts, x->row);
+        return 0;
+    }
+    *chars = cells->block.arena + cells->block.starts[x->row];
+    *size = cells->block.starts[x->row + 1] - cells->block.starts[x->row];
+    return 0;
+}
+
+/* The extra column at `pos - 1` (its `text` as next_extra gave it) as a JSON string. */
+static int put_cell(Buffer *b, const Extra *x, Py_ssize_t pos, PyObject *text) {
+    const char *chars;
+    Py_ssize_t size;
+    if (text == NULL) {
+        int status = cell(x, pos - 1, &text, &chars, &size);
+        if (status != 0)
+            return status;
+        if (text == NULL) {  /* a formatted number: nothing to escape */
+            if (reserve(b, size + 2) < 0)
+                return -1;
+            b->data[b->size] = '"';
+            memcpy(b->data + b->size + 1, chars, size);
+            b->data[b->size + size + 1] = '"';
+            b->size += size + 2;
+            return 0;
+        }
+    }
+    return put_string(b, text);
+}
+
+/* The extra column at `pos - 1` as a str (a new reference); NULL with no error set for what it does not write. */
+static PyObject *cell_text(const Extra *x, Py_ssize_t pos, PyObject *text) {
+    const char *chars;
+    Py_ssize_t size;
+    if (text == NULL && cell(x, pos - 1, &text, &chars, &size) != 0)
+        return NULL;
+    if (text != NULL) {
+        Py_INCREF(text);
+        return text;
+    }
+    return PyUnicode_FromStringAndSize(chars, size);
+}
+
+/* A tensor's description (one with a Max) whose extra columns `x` (NULL: none) are all new keys, written
+ * straight from its fields: 0, 1 (nothing written) for any other description, -1/-2 as put_field. */
+static int put_tensor(Buffer *b, PyObject *value, const Extra *x, Floats *f) {
     int has = PyDict_Contains(value, max_key);
     if (has <= 0)
         return has < 0 ? -1 : 1;
     PyObject *key, *item;
     Py_ssize_t pos = 0;
-    while (more != NULL && next_extra(more, names, &pos, &key, &item)) {
+    if (x != NULL && x->set != NULL && !x->set->plain)
+        return 1;
+    while (x != NULL && x->set != NULL && pos < x->set->width) {  /* the names checked once per set */
+        int clash = PyDict_Contains(value, PyTuple_GET_ITEM(x->names, pos++));
+        if (clash != 0)
+            return clash < 0 ? -1 : 1;
+    }
+    while (x != NULL && x->set == NULL && next_extra(x, &pos, &key, &item)) {
         if (!PyUnicode_CheckExact(key))
             return 1;
         int clash = PyDict_Contains(value, key);
@@ -783,23 +1052,52 @@ static int put_tensor(Buffer *b, PyObject *value, PyObject *more, PyObject *name
     if (grad < 0 || name < 0)
         return -1;
     pos = 0;
-    while (status == 0 && more != NULL && next_extra(more, names, &pos, &key, &item)) {
-        status = put_key(b, key, 0);
+    while (status == 0 && x != NULL && next_extra(x, &pos, &key, &item)) {
+        if (x->set != NULL) {  /* the member's start, as column_set wrote it */
+            Py_ssize_t from = pos > 1 ? x->set->member_ends[pos - 2] : 0;
+            status = put(b, x->set->members.data + from, x->set->member_ends[pos - 1] - from);
+        } else {
+            status = put_key(b, key, 0);
+        }
         if (status == 0)
-            status = put_string(b, item);
+            status = put_cell(b, x, pos, item);
     }
     return status == 0 ? put(b, "}", 1) : status;
 }
 
-/* One table with its extra columns `extra`: None, {tensor key: {metric: text}}, or (names, {tensor key: texts})
- * with each texts a tuple as long as names. */
-static int put_table(Buffer *b, PyObject *table, PyObject *extra, Floats *f) {
-    PyObject *names = NULL;
-    if (PyTuple_CheckExact(extra) && PyTuple_GET_SIZE(extra) == 2) {
-        names = PyTuple_GET_ITEM(extra, 0);
-        extra = PyTuple_GET_ITEM(extra, 1);
-        if (!PyTuple_CheckExact(names))
+/* Any other description, through a dict of its texts as format_value makes it, with the extra columns `x`
+ * (NULL: none) merged in. */
+static int put_other(Buffer *b, PyObject *value, const Extra *x, Floats *f) {
+    PyObject *shown = shown_value(value, f), *name, *text;
+    if (shown == NULL)
+        return PyErr_Occurred() ? -1 : -2;
+    Py_ssize_t at = 0;
+    int status = 0;
+    while (status == 0 && x != NULL && next_extra(x, &at, &name, &text)) {
+        PyObject *cell = cell_text(x, at, text);
+        status = cell == NULL ? (PyErr_Occurred() ? -1 : -2) : PyDict_SetItem(shown, name, cell);
+        Py_XDECREF(cell);
+    }
+    if (status == 0)
+        status = put_shown(b, shown);
+    Py_DECREF(shown);
+    return status;
+}
+
+/* One table with its extra columns `extra`: None, {tensor key: {metric: text}}, or (names, {tensor key: row},
+ * columns): each tensor's metrics the cells of its row of the columns (as column_set reads them), named by
+ * the tuple names. */
+static int put_table(Buffer *b, PyObject *table, PyObject *extra, Floats *f, ColumnSets *sets) {
+    Extra x = {NULL, NULL, NULL, 0};
+    if (PyTuple_CheckExact(extra)) {
+        int status = 0;
+        if (PyTuple_GET_SIZE(extra) != 3 || !PyTuple_CheckExact(PyTuple_GET_ITEM(extra, 0)))
             return -2;
+        x.names = PyTuple_GET_ITEM(extra, 0);
+        x.set = column_set(sets, PyTuple_GET_ITEM(extra, 2), x.names, &status);
+        if (x.set == NULL)
+            return status;
+        extra = PyTuple_GET_ITEM(extra, 1);
     }
     if (!PyDict_CheckExact(table) || (extra != Py_None && !PyDict_CheckExact(extra)))
         return -2;
@@ -814,27 +1112,19 @@ static int put_table(Buffer *b, PyObject *table, PyObject *extra, Floats *f) {
         PyObject *more = extra != Py_None ? PyDict_GetItemWithError(extra, key) : NULL;
         if (more == NULL && PyErr_Occurred())
             return -1;
-        Py_ssize_t width = names != NULL ? PyTuple_GET_SIZE(names) : 0;
-        if (more != NULL && !(names != NULL ? PyTuple_CheckExact(more) && PyTuple_GET_SIZE(more) == width
-                                            : PyDict_CheckExact(more)))
-            return -2;  /* texts that do not fit the names, or metrics that are no dict */
-        if (more != NULL && (names != NULL ? PyTuple_GET_SIZE(names) : PyDict_GET_SIZE(more)) == 0)
-            more = NULL;  /* no columns: nothing to merge */
+        if (more != NULL && x.set != NULL) {  /* a row of the columns */
+            if (!PyLong_CheckExact(more) || (x.row = PyLong_AsSsize_t(more)) < 0)
+                return PyErr_Occurred() ? -1 : -2;
+        } else if (more != NULL && !PyDict_CheckExact(more)) {
+            return -2;  /* metrics that are no dict */
+        }
+        x.more = more;
+        int none = more == NULL || (x.set != NULL ? x.set->width : PyDict_GET_SIZE(more)) == 0;  /* nothing to merge */
         status = put_key(b, key, first);
         if (status == 0)
-            status = put_tensor(b, value, more, names, f);
-        if (status != 1)
-            continue;
-        PyObject *shown = shown_value(value, f), *name, *text;
-        if (shown == NULL)
-            return PyErr_Occurred() ? -1 : -2;
-        Py_ssize_t at = 0;
-        status = 0;
-        while (status == 0 && more != NULL && next_extra(more, names, &at, &name, &text))
-            status = PyDict_SetItem(shown, name, text);
-        if (status == 0)
-            status = put_shown(b, shown);
-        Py_DECREF(shown);
+            status = put_tensor(b, value, none ? NULL : &x, f);
+        if (status == 1)
+            status = put_other(b, value, none ? NULL : &x, f);
     }
     return status == 0 ? put(b, "}", 1) : status;
 }
@@ -854,11 +1144,12 @@ static PyObject *tables_json(PyObject *self, PyObject *args) {
     if (f.texts == NULL && (f.encoded = float_fields_json(tables)) == NULL)
         return NULL;
     Buffer b = {NULL, 0, 0};
+    ColumnSets sets = {NULL, 0};
     int status = 0;
     out = PyList_New(n);
     for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
         b.size = 0;
-        status = put_table(&b, PyList_GET_ITEM(tables, i), PyList_GET_ITEM(extras, i), &f);
+        status = put_table(&b, PyList_GET_ITEM(tables, i), PyList_GET_ITEM(extras, i), &f, &sets);
         PyObject *text = status == 0 ? PyUnicode_New(b.size, 127) : NULL;
         if (text == NULL) {
             Py_CLEAR(out);
@@ -868,6 +1159,7 @@ static PyObject *tables_json(PyObject *self, PyObject *args) {
         PyList_SET_ITEM(out, i, text);
     }
     PyMem_Free(b.data);
+    free_sets(&sets);
     Py_ssize_t count = f.texts != NULL ? PyList_GET_SIZE(f.texts) : -1;
     if (out != NULL && f.encoded != NULL)  /* every token read: the closing bracket reached */
         count = f.p == PyBytes_GET_SIZE(f.encoded) || PyBytes_GET_SIZE(f.encoded) == 2 ? f.next : -1;
@@ -878,8 +1170,9 @@ static PyObject *tables_json(PyObject *self, PyObject *args) {
     if (status != -2 && PyErr_Occurred())
         return NULL;
 bad:
+    PyErr_Clear();
     PyErr_SetString(PyExc_ValueError, "tables_json: tables of str-keyed descriptions, ASCII text, one float text "
-                                      "per float field");
+                                      "per float field, shown columns as the extras' docs say");
     return NULL;
 }
 

@@ -188,8 +188,10 @@ class DataMode:
 
     def shown_columns(self, names: Sequence[str],
                       rows: Sequence[Sequence[Any]]) -> tuple[tuple[str, ...], list[list[str]]] | None:
-        """:meth:`shown_rows` as columns, no dict per leaf: the shown names and one list of texts per name, row by
-        row. The graph asks for this first; ``None`` (the default) sends it to :meth:`shown_rows`."""
+        """:meth:`shown_rows` as columns, no dict per leaf: the shown names and, per name, a list of texts row by
+        row or ``(fmt, floats)``: each float x shown as ``fmt % x`` where finite and ``repr(x)`` where not (``fmt``:
+        ``"%r"`` or ``"%.<1-17>g"`` and literal text; the graph's C writer formats it without a Python string per
+        value). The graph asks for this first; ``None`` (the default) sends it to :meth:`shown_rows`."""
         return None
 
 

@@ -148,15 +148,15 @@ def _metric_values(plains: dict[str, Plain]) -> Iterator[tuple[str, MetricValues
     :attr:`Plain.metrics`, each chunk's columns zipped into rows once."""
     chunk_rows: dict[int, list[tuple]] = {}
     for name, plain in plains.items():
-        names = plain.names
+        chunk = plain.chunk
+        names = chunk.names  # Plain.names and Plain.count read straight: two Python calls less per node
         if not names:
             continue
-        chunk = plain.chunk
         rows = chunk_rows.get(id(chunk))
         if rows is None:
             rows = chunk_rows[id(chunk)] = list(zip(*(chunk.columns[column] for column in names)))
-        yield name, MetricValues(names, list(map(plain.name.__add__, plain.rows.suffixes)),
-                                 rows[plain.start:plain.start + plain.count])
+        start, suffixes = plain.start, plain.rows.suffixes
+        yield name, MetricValues(names, list(map(plain.name.__add__, suffixes)), rows[start:start + len(suffixes)])
 
 
 def _shown(rows: Sequence[Any], mode: DataMode) -> dict[str, dict[str, Any]]:

@@ -50,9 +50,22 @@ INDEXES = {
 FILE_MODE, DIR_MODE = 0o640, 0o750
 
 
-#: a table's shown metrics, already text: {tensor key: {metric: text}}, or (metric names, {tensor key: texts in
-#: the names' order}) as a mode's ``shown_columns`` gives them (no dict per leaf)
-TableMetrics = dict[str, dict[str, Any]] | tuple[tuple[str, ...], dict[str, tuple[str, ...]]]
+#: a shown column (``DataMode.shown_columns``): its texts, or ``(fmt, floats)``: each float ``x`` shown as
+#: ``fmt % x`` where finite and ``repr(x)`` where not (fmt ``"%r"``, or ``"%.<1-17>g"`` and literal text)
+ShownColumn = list[str] | tuple[str, list[float]]
+#: a table's shown metrics: {tensor key: {metric: text}}, or (metric names, {tensor key: row}, shown columns):
+#: each tensor's metrics the cells of its row of the columns, as a mode's ``shown_columns`` gives a chunk's
+TableMetrics = dict[str, dict[str, Any]] | tuple[tuple[str, ...], dict[str, int], list[ShownColumn]]
+
+
+def column_texts(column: ShownColumn) -> list[str]:
+    """The texts of a shown column (what ``tables_json`` writes in C)."""
+    if column.__class__ is list:
+        return column  # type: ignore[return-value]
+    fmt, values = column
+    if fmt == "%r":
+        return float_texts(values)
+    return [fmt % value if value - value == 0.0 else repr(value) for value in values]
 
 
 def format_value(value: dict[str, Any], floats: Iterator[str] | None = None) -> dict[str, str]:
@@ -89,9 +102,8 @@ def format_table(table: TensorTable, metrics: TableMetrics | None = None, floats
     ``floats``: as :func:`format_value` takes them."""
     if not table:
         return "{}"
-    if metrics.__class__ is tuple:  # (names, {tensor key: texts})
-        names, texts = metrics  # type: ignore[misc]
-        metrics = {key: dict(zip(names, row)) for key, row in texts.items()}
+    if metrics.__class__ is tuple:
+        metrics = _metric_dicts(metrics)  # type: ignore[arg-type]
     if floats is None:
         floats = iter(table_floats([table]))
     out: dict[str, dict[str, str]] = {}
@@ -107,14 +119,28 @@ def format_table(table: TensorTable, metrics: TableMetrics | None = None, floats
 
 def format_tables(tables: list[TensorTable], metrics: list[TableMetrics | None]) -> list[str]:
     """:func:`format_table` of each table with its metrics, in one C call where the extension is built (which
-    writes each float's repr itself)."""
+    writes each float's repr, and each shown column given as floats, itself)."""
     if tables_json is not None:
         try:
             return tables_json(tables, metrics)
         except ValueError:  # non-ASCII text, or keys that are not str: the tables as format_table writes them
             pass
-    texts = iter(table_floats(tables))
-    return [format_table(table, extra, texts) for table, extra in zip(tables, metrics)]
+    texts, texts_of = iter(table_floats(tables)), {}
+    return [format_table(table, _metric_dicts(extra, texts_of) if extra.__class__ is tuple else extra, texts)
+            for table, extra in zip(tables, metrics)]
+
+
+def _metric_dicts(metrics: tuple[tuple[str, ...], dict[str, int], list[ShownColumn]],
+                  texts_of: dict[int, list[list[str]]] | None = None) -> dict[str, dict[str, str]]:
+    """Metrics given as (names, {tensor key: row}, columns) as {tensor key: {metric: text}}; ``texts_of``: the
+    texts of the columns lists met already, by id (tables share them)."""
+    names, rows, columns = metrics
+    texts = texts_of.get(id(columns)) if texts_of is not None else None
+    if texts is None:
+        texts = [column_texts(column) for column in columns]
+        if texts_of is not None:
+            texts_of[id(columns)] = texts
+    return {key: dict(zip(names, [column[row] for column in texts])) for key, row in rows.items()}
 
 
 @dataclass(slots=True)  # not frozen: a frozen dataclass is made at twice the cost, one per node
@@ -131,7 +157,7 @@ class MetricValues:
 #: a node's shown metrics: {tensor key: {metric: text}}, or its values to format when its row is made
 NodeMetrics = dict[str, dict[str, Any]] | MetricValues
 ShowRows = Callable[[Sequence[str], Sequence[Sequence[Any]]], list[dict[str, str]]]
-ShowColumns = Callable[[Sequence[str], Sequence[Sequence[Any]]], tuple[tuple[str, ...], list[list[str]]] | None]
+ShowColumns = Callable[[Sequence[str], Sequence[Sequence[Any]]], tuple[tuple[str, ...], list[ShownColumn]] | None]
 ROWS_CHUNK = 1024  # nodes whose rows are made at once
 
 
@@ -268,10 +294,10 @@ class GraphRows:
             values = [values for found in group for values in found.values]
             columns = self._columns(names, values) if self._columns is not None else None
             if columns is not None:
-                shown_names, texts = columns
-                rows = zip(*texts)  # zip(found.keys, rows) takes one row per key
+                shown_names, shown_columns = columns[0], list(columns[1])  # one list: tables_json formats it once
+                rows = iter(range(len(values)))  # zip(found.keys, rows) takes one row per key
                 for at, found in zip(positions, group):
-                    shown[at] = (shown_names, dict(zip(found.keys, rows)))
+                    shown[at] = (shown_names, dict(zip(found.keys, rows)), shown_columns)
                 continue
             texts = iter(self._show(names, values))  # type: ignore[misc]
             for at, found in zip(positions, group):

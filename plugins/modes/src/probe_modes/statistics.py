@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from probe_core.api import (
-    as_float, ComparatorSpec, DataMode, DataModeSpec, ERROR, float_texts, hookimpl, is_bad, largest, LeafPair,
+    as_float, ComparatorSpec, DataMode, DataModeSpec, ERROR, hookimpl, is_bad, largest, LeafPair,
     NA, relative_error, RowResult, WARNING,
 )
 
@@ -315,29 +315,19 @@ class StatisticsMode(DataMode):
             if renamed is not None:  # MaxAbsErr ...: the size of the signed diff, as msprobe's MaxAbsErr
                 shown[renamed] = str(abs(value)) if value.__class__ is float else str(value)
             elif value.__class__ is float and value - value == 0.0 and column in RELATIVE_SET:  # finite
-                shown[column] = f"{value * 100:.6g}%"
+                shown[column] = PERCENT % (value * 100)
             else:
                 shown[column] = "null" if value is None else str(value)
         return shown
 
-    def shown_rows(self, names: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[dict[str, str]]:
-        if type(self).shown_metrics is not StatisticsMode.shown_metrics:
-            return super().shown_rows(names, rows)
-        keys, columns = self._shown_columns(names, rows)
-        return [dict(zip(keys, cells)) for cells in zip(*columns)]
-
     def shown_columns(self, names: Sequence[str],
-                      rows: Sequence[Sequence[Any]]) -> tuple[tuple[str, ...], list[list[str]]] | None:
-        """:meth:`shown_rows` as columns, no dict per leaf: the shown names and each one's texts, row by row
-        (the optional fast form the graph asks for first); ``None`` for a mode built on this one that shows
-        its metrics otherwise."""
+                      rows: Sequence[Sequence[Any]]) -> tuple[tuple[str, ...], list[Any]] | None:
+        """:meth:`shown_rows` as columns, no dict per leaf (the optional fast form the graph asks for first): a
+        column of floats as ``(fmt, floats)``, the graph's writer formats it; ``None`` for a mode built on this
+        one that shows its metrics otherwise."""
         if type(self).shown_metrics is not StatisticsMode.shown_metrics \
-                or type(self).shown_rows is not StatisticsMode.shown_rows:
+                or type(self).shown_rows is not DataMode.shown_rows:
             return None
-        return self._shown_columns(names, rows)
-
-    def _shown_columns(self, names: Sequence[str],
-                       rows: Sequence[Sequence[Any]]) -> tuple[tuple[str, ...], list[list[str]]]:
         keys, columns = [], []
         for column, values in zip(names, zip(*rows)):  # a column of floats at once; any other value by value
             renamed = SHOWN_DIFF.get(column)
@@ -347,18 +337,22 @@ class StatisticsMode(DataMode):
             elif column in RELATIVE_SET:
                 columns.append(_percents(values))
             else:  # str of a float is its repr
-                columns.append(float_texts(list(map(abs, values)) if renamed else list(values)))
+                columns.append(("%r", list(map(abs, values)) if renamed else list(values)))
         return tuple(keys), columns
 
 
-def _percents(values: Sequence[float]) -> list[str]:
-    """shown_metrics' text of each relative error in ``values``: ``f"{value * 100:.6g}%"`` (finite), else its str
-    (nan, inf). When all are finite one ``%`` formats them all (the same text: both call Python's one float
-    formatter, ``PyOS_double_to_string``)."""
-    total = sum(values)
-    if total - total != 0.0:  # a NaN or an infinity (or a sum that overflows): value by value
-        return [f"{value * 100:.6g}%" if value - value == 0.0 else str(value) for value in values]
-    return ("%.6g%%\n" * len(values) % tuple([value * 100 for value in values])).split("\n")[:-1]
+#: how shown_metrics writes a finite relative error (times 100)
+PERCENT = "%.6g%%"
+
+
+def _percents(values: Sequence[float]) -> tuple[str, list[float]] | list[str]:
+    """The shown column of relative errors (floats): ``(PERCENT, values times 100)``, shown as shown_metrics
+    shows each (NaN and the infinities as their repr); the texts where a finite one overflows times 100."""
+    scaled = [value * 100 for value in values]
+    total = sum(scaled)
+    if total - total != 0.0 and any(value - value == 0.0 and big - big != 0.0 for value, big in zip(values, scaled)):
+        return [PERCENT % big if value - value == 0.0 else str(value) for value, big in zip(values, scaled)]
+    return PERCENT, scaled
 
 
 class StatisticsComparator:
