@@ -1,8 +1,8 @@
 /* probe_core.compare.judge._spread in C, for the common entry: how far apart its outputs, inputs and parameters
  * are, from each row's discrepancy and (to see a cancelled sum) its statistics.
  *
- * configure(check, cancelled)
- *   judge.py's constants, given once at import: _CANCELLED_CHECK and CANCELLED.
+ * configure(check, cancelled, parameters)
+ *   judge.py's constants, given once at import: _CANCELLED_CHECK, CANCELLED and the parameters' role code.
  * spread(outputs, others, input_rows, errs, target_stats, bench_stats) -> tuple | None
  *   outputs, others, input_rows: the entry's RowLayout fields ((position, unit roundoff) of each output row,
  *   (position, role code) of each input and parameter row, the positions of its input rows); errs: each row's
@@ -19,6 +19,7 @@
 #include <math.h>
 
 static double cancelled_check = -1.0, cancelled = 0.0;  /* set by configure() */
+static long parameters_role = -1;  /* judge.PARAMETERS, set by configure() */
 
 /* The number at stats[i] as a double: 1, or 0 when it is none this function reads (an error is cleared). */
 static int number_at(PyObject *stats, Py_ssize_t i, double *out) {
@@ -181,7 +182,7 @@ static PyObject *spread(PyObject *self, PyObject *args) {
         long role = PyLong_AsLong(code);
         if (role == -1 && PyErr_Occurred())
             goto failed;
-        if (role == 0) {  /* judge.PARAMETERS */
+        if (role == parameters_role) {
             if (err > param_err)
                 param_err = err;
         } else if (err > 0) {
@@ -211,7 +212,8 @@ failed:
 
 static PyObject *configure(PyObject *self, PyObject *args) {
     double check, ratio;
-    if (!PyArg_ParseTuple(args, "dd:configure", &check, &ratio))
+    long role;
+    if (!PyArg_ParseTuple(args, "ddl:configure", &check, &ratio, &role))
         return NULL;
     if (!(check >= 0) || !(ratio >= 0)) {
         PyErr_SetString(PyExc_ValueError, "configure(): check and cancelled must be numbers >= 0");
@@ -219,11 +221,12 @@ static PyObject *configure(PyObject *self, PyObject *args) {
     }
     cancelled_check = check;
     cancelled = ratio;
+    parameters_role = role;
     Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
-    {"configure", configure, METH_VARARGS, "configure(check, cancelled): judge.py's constants, see the source"},
+    {"configure", configure, METH_VARARGS, "configure(check, cancelled, parameters): judge.py's constants, see the source"},
     {"spread", spread, METH_VARARGS, "spread(outputs, others, input_rows, errs, target_stats, bench_stats): "
                                      "judge._spread's result or None, see the module's source"},
     {NULL, NULL, 0, NULL},

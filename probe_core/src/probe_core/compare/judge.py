@@ -354,7 +354,7 @@ try:
 except ImportError:  # built without a C compiler
     _spread_native = None
 else:
-    _configure_native(_CANCELLED_CHECK, CANCELLED)
+    _configure_native(_CANCELLED_CHECK, CANCELLED, PARAMETERS)
 
 
 def _against_inputs(layout: RowLayout, pairs: Sequence[tuple[TensorMeta | None, TensorMeta | None]],
