@@ -16,7 +16,7 @@ DISTS := probe_core[dask] plugins/modes plugins/config_check plugins/parallel_me
 
 install: $(STAMP)
 
-$(STAMP): Makefile requirements-dev.txt $(wildcard */pyproject.toml plugins/*/pyproject.toml */setup.py) $(wildcard probe_core/src/probe_core/*.c probe_core/src/probe_core/*/*.c)
+$(STAMP): Makefile requirements-dev.txt $(wildcard */pyproject.toml plugins/*/pyproject.toml */setup.py plugins/*/setup.py) $(wildcard probe_core/src/probe_core/*.c probe_core/src/probe_core/*/*.c plugins/*/src/*/*.c)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip setuptools wheel
 	$(PIP) install -q torch==2.13.0 mindspore==2.10.0 "numpy<2"

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from probe_core.api import (
@@ -67,32 +66,58 @@ def statistics_metrics(npu: Any, bench: Any) -> dict[str, Any]:
     return out
 
 
-@dataclass(frozen=True)
 class StatColumns:
-    """One side of many compared rows, the statistics mode's column form: ``stats`` (rows x 4 float64: Max,
-    Min, Mean, Norm), ``count`` (each tensor's number of elements, from the bench's shape, float64) and
-    ``big`` (the largest finite value of each row's dtype, 0 for integers: :func:`probe_core.api.largest`)."""
+    """One side of many compared rows, the statistics mode's column form: ``flat`` (four numbers per row, flat:
+    Max, Min, Mean, Norm), ``counts`` (each tensor's number of elements, from the bench's shape) and ``bigs``
+    (the largest finite value of each row's dtype, 0 for integers: :func:`probe_core.api.largest`); as numpy
+    arrays (made when first read): ``stats`` (rows x 4 float64), ``count`` and ``big`` (float64).
 
-    stats: Any
-    count: Any
-    big: Any
+    The built-in comparator and the discrepancies read the lists with :mod:`probe_modes._stats` (C), so a
+    compare of statistics never imports numpy; without that extension they read the arrays."""
+
+    __slots__ = ("flat", "counts", "bigs", "_arrays")
+
+    def __init__(self, flat: list[Any], counts: list[Any], bigs: list[float]) -> None:
+        self.flat, self.counts, self.bigs = flat, counts, bigs
+        self._arrays: tuple[Any, Any, Any] | None = None
+
+    def _numpy(self) -> tuple[Any, Any, Any]:
+        if self._arrays is None:
+            import numpy as np
+
+            self._arrays = (np.array(self.flat, dtype=np.float64).reshape(-1, 4),
+                            np.array(self.counts, dtype=np.float64), np.array(self.bigs, dtype=np.float64))
+        return self._arrays
+
+    @property
+    def stats(self) -> Any:
+        return self._numpy()[0]
+
+    @property
+    def count(self) -> Any:
+        return self._numpy()[1]
+
+    @property
+    def big(self) -> Any:
+        return self._numpy()[2]
 
     @classmethod
     def of(cls, rows: Sequence[tuple[Any, Any]]) -> tuple[StatColumns, StatColumns]:
         """(target, bench) columns of rows whose statistics are all numbers (from the columns of a
         :class:`~probe_core.compare.columnar.LeafPairs`, else row by row)."""
-        import numpy as np
-
         if hasattr(rows, "target_stats"):
-            count = np.array(rows.counts, dtype=np.float64)
-            big = np.array([largest(dtype) for dtype in rows.dtypes], dtype=np.float64)
-            return (cls(np.array(rows.target_stats, dtype=np.float64).reshape(-1, 4), count, big),
-                    cls(np.array(rows.bench_stats, dtype=np.float64).reshape(-1, 4), count, big))
-        count = np.array([_count(bench.shape) for _, bench in rows], dtype=np.float64)
-        return (cls(np.array([npu.stats for npu, _ in rows], dtype=np.float64), count,
-                    np.array([largest(npu.dtype) for npu, _ in rows], dtype=np.float64)),
-                cls(np.array([bench.stats for _, bench in rows], dtype=np.float64), count,
-                    np.array([largest(bench.dtype) for _, bench in rows], dtype=np.float64)))
+            bigs = _bigs(rows.dtypes)
+            return cls(rows.target_stats, rows.counts, bigs), cls(rows.bench_stats, rows.counts, bigs)
+        counts = [_count(bench.shape) for _, bench in rows]
+        return (cls([value for npu, _ in rows for value in npu.stats], counts, _bigs([npu.dtype for npu, _ in rows])),
+                cls([value for _, bench in rows for value in bench.stats], counts,
+                    _bigs([bench.dtype for _, bench in rows])))
+
+
+def _bigs(dtypes: Sequence[Any]) -> list[float]:
+    """:func:`largest` of each dtype (looked up once per dtype)."""
+    table = {dtype: largest(dtype) for dtype in set(dtypes)}
+    return [table[dtype] for dtype in dtypes]
 
 
 def _count(shape: Any) -> int:
@@ -102,9 +127,26 @@ def _count(shape: Any) -> int:
     return count
 
 
+try:
+    from probe_modes import _stats
+except ImportError:  # built without a C compiler: numpy computes the columns
+    _stats = None
+
+METRIC_ORDER = tuple(name for pair in zip(DIFF_COLUMNS, RELATIVE_COLUMNS) for name in pair)
+
+
 def statistics_columns(target: StatColumns, bench: StatColumns) -> dict[str, list[float]]:
     """:func:`statistics_metrics` of many rows at once (statistics that are all numbers): the same values,
     column by column."""
+    if _stats is not None:
+        try:
+            return dict(zip(METRIC_ORDER, _stats.metrics(target.flat, bench.flat)))
+        except (TypeError, ValueError, OverflowError):
+            pass  # lists the C does not read (a tuple, an int beyond a double): numpy's conversion decides
+    return _metrics_numpy(target, bench)
+
+
+def _metrics_numpy(target: StatColumns, bench: StatColumns) -> dict[str, list[float]]:
     import numpy as np
 
     a, b = target.stats, bench.stats
@@ -122,6 +164,15 @@ def statistics_columns(target: StatColumns, bench: StatColumns) -> dict[str, lis
 
 def discrepancy_columns(target: StatColumns, bench: StatColumns) -> list[float]:
     """:func:`stats_discrepancy` of many rows at once (four numeric statistics per row)."""
+    if _stats is not None:
+        try:
+            return _stats.discrepancies(target.flat, bench.flat, bench.counts, target.bigs, bench.bigs)
+        except (TypeError, ValueError, OverflowError):
+            pass
+    return _discrepancies_numpy(target, bench)
+
+
+def _discrepancies_numpy(target: StatColumns, bench: StatColumns) -> list[float]:
     import numpy as np
 
     a, b = target.stats, bench.stats
