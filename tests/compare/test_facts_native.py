@@ -163,3 +163,25 @@ def test_facts_are_the_same_without_the_helper(tmp_path, monkeypatch):
     assert len(with_helper) >= 290
     assert with_helper == without
     assert sum(f.out_err > 0 for f in with_helper) >= 290
+
+
+def test_the_c_leaves_are_the_python_ones():
+    """columnar._leaves by the C helper (probe_core.compare._flat.leaves): the same TensorMeta leaves, field for
+    field, as the Python builds, tensors and arguments alike; other containers go to the Python."""
+    leaves_native = columnar._leaves_native
+    assert leaves_native is not None
+    rng = random.Random(7)
+    for _ in range(2000):
+        layout, pairs, _, (target, bench) = _entry(rng)
+        signature = tuple((f".{ROLES[i % 3]}.{i}", npu.role, npu.type, npu.dtype, npu.shape, npu.requires_grad,
+                           None if rng.random() < 0.8 else "arg") for i, (npu, _) in enumerate(pairs))
+        ours = leaves_native("E", signature, target, columnar.TensorMeta)
+        theirs = columnar._leaves_python("E", (signature, target))
+        assert [type(leaf) for leaf in ours] == [type(leaf) for leaf in theirs]
+        assert ours == theirs
+    signature = ((".input.0", "input", "torch.Tensor", "torch.float32", (2,), None, None),)
+    assert columnar._leaves("E", (signature, [1.0, 2.0, 3.0, 4.0]))[0].max == 1.0  # a list: read by the Python
+    with pytest.raises(ValueError):
+        leaves_native("E", signature, (1.0, 2.0), columnar.TensorMeta)
+    with pytest.raises(TypeError):
+        leaves_native("E", (signature[0][:6],), (1.0, 2.0, 3.0, 4.0), columnar.TensorMeta)

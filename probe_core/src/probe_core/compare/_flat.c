@@ -11,6 +11,11 @@
  *   Max, Min, Mean, Norm (the value four times for an argument). Classes are checked exactly, as the Python
  *   checks them: a bool is no number, a subclass of list is no shape. None as soon as anything else is met.
  *   The key may hold unhashable values (a list as dtype): the caller's dict lookup raises TypeError then.
+ * leaves(name, signature, stats, leaf_type) -> list
+ *   columnar._leaves_python's result, element for element: the leaves of a compact form, each a leaf_type (the
+ *   TensorMeta named tuple) built from its signature item (suffix, role, type, dtype, shape, requires_grad,
+ *   argument) and its four statistics (the first one four times for an argument). signature and stats must be
+ *   tuples, each item a tuple of 7, stats 4 numbers per item or more: a TypeError or ValueError otherwise.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -294,7 +299,51 @@ static PyObject *configure(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+#define LEAF_FIELDS 15  /* TensorMeta's fields */
+
+static PyObject *leaves(PyObject *self, PyObject *args) {
+    PyObject *name, *signature, *stats;
+    PyTypeObject *leaf_type;
+    if (!PyArg_ParseTuple(args, "UO!O!O!:leaves", &name, &PyTuple_Type, &signature, &PyTuple_Type, &stats,
+                          &PyType_Type, &leaf_type))
+        return NULL;
+    if (!PyType_IsSubtype(leaf_type, &PyTuple_Type) || leaf_type->tp_itemsize != sizeof(PyObject *))
+        return PyErr_Format(PyExc_TypeError, "leaves(): leaf_type must be a named tuple");
+    Py_ssize_t count = PyTuple_GET_SIZE(signature);
+    if (PyTuple_GET_SIZE(stats) < 4 * count)
+        return PyErr_Format(PyExc_ValueError, "leaves(): %zd statistics for %zd leaves", PyTuple_GET_SIZE(stats), count);
+    PyObject *out = PyList_New(count);
+    for (Py_ssize_t i = 0; out != NULL && i < count; i++) {
+        PyObject *desc = PyTuple_GET_ITEM(signature, i);
+        if (!PyTuple_CheckExact(desc) || PyTuple_GET_SIZE(desc) != 7) {
+            PyErr_Format(PyExc_TypeError, "leaves(): signature item %zd is no tuple of 7", i);
+            Py_CLEAR(out);
+            break;
+        }
+        PyObject *leaf = leaf_type->tp_alloc(leaf_type, LEAF_FIELDS);
+        PyObject *full = leaf != NULL ? PyUnicode_Concat(name, PyTuple_GET_ITEM(desc, 0)) : NULL;
+        if (full == NULL) {
+            Py_XDECREF(leaf);
+            Py_CLEAR(out);
+            break;
+        }
+        int tensor = PyTuple_GET_ITEM(desc, 6) == Py_None;
+        PyObject **at = &PyTuple_GET_ITEM(stats, 4 * i);
+        PyObject *items[LEAF_FIELDS] = {
+            full, PyTuple_GET_ITEM(desc, 1), PyTuple_GET_ITEM(desc, 2), PyTuple_GET_ITEM(desc, 3),
+            PyTuple_GET_ITEM(desc, 4), at[0], tensor ? at[1] : at[0], tensor ? at[2] : at[0],
+            tensor ? at[3] : at[0], PyTuple_GET_ITEM(desc, 5), Py_None, Py_None, tensor ? Py_None : at[0],
+            tensor ? Py_True : Py_False, Py_None};
+        for (int f = 0; f < LEAF_FIELDS; f++)
+            PyTuple_SET_ITEM(leaf, f, f ? Py_NewRef(items[f]) : full);
+        PyList_SET_ITEM(out, i, leaf);
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"leaves", leaves, METH_VARARGS, "leaves(name, signature, stats, leaf_type) -> list: columnar._leaves_python's "
+                                     "result, see the module's source"},
     {"configure", configure, METH_VARARGS, "configure(sections, tensor_keys, argument_keys): see the module's source"},
     {"flat", flat, METH_O, "flat(data) -> (key, statistics) | None: columnar._flat's result, see the module's source"},
     {NULL, NULL, 0, NULL},

@@ -166,10 +166,11 @@ def _flat_python(data: dict) -> tuple[tuple, tuple] | None:
 try:
     from probe_core.compare import _flat as _flat_native
 except ImportError:  # built without a C compiler
-    _flat = _flat_python
+    _flat, _leaves_native = _flat_python, None
 else:
     _flat_native.configure(tuple(section for section, _, _ in SECTIONS), TENSOR_KEYS, ARGUMENT_KEYS)
     _flat = _flat_native.flat
+    _leaves_native = getattr(_flat_native, "leaves", None)  # None: an extension built before it had leaves()
 
 
 def _same_numbers(ours: tuple, theirs: tuple) -> bool:
@@ -405,10 +406,18 @@ def _leaf_of(name: str, desc: tuple, stats: tuple, i: int) -> TensorMeta:
                                       None, None, value, False, None))
 
 
-def _leaves(name: str, form: Form) -> list[TensorMeta]:
+def _leaves_python(name: str, form: Form) -> list[TensorMeta]:
     """The :class:`TensorMeta` leaves of a compact form (as :meth:`DumpEntry.leaves` gives them)."""
     signature, stats = form
     return [_leaf_of(name, desc, stats, i) for i, desc in enumerate(signature)]
+
+
+def _leaves(name: str, form: Form) -> list[TensorMeta]:
+    """:func:`_leaves_python`, by the C helper where it is built (forms hold tuples; any other is read here)."""
+    signature, stats = form
+    if _leaves_native is not None and stats.__class__ is tuple:
+        return _leaves_native(name, signature, stats, TensorMeta)
+    return _leaves_python(name, form)
 
 
 _Found = tuple[Rows, str, str, tuple[tuple, tuple]]  # what _match finds of a plain entry
