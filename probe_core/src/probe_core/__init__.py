@@ -6,20 +6,24 @@ and loaded on demand by :func:`probe_core.plugins.load_registry`.
 
 from __future__ import annotations
 
-import pluggy
+from typing import Any
 
 from probe_core.errors import ProbeError
 
 __all__ = ["ProbeError", "__version__", "hookimpl"]
 
-#: Decorate plugin functions with this to implement a hook from :mod:`probe_core.hookspecs`.
-hookimpl = pluggy.HookimplMarker("probe")
 
-
-def __getattr__(name: str) -> str:
-    """``__version__``, read on first use (from the installed distribution's metadata)."""
+def __getattr__(name: str) -> Any:
+    """``__version__``, read on first use (from the installed distribution's metadata), and ``hookimpl``
+    (pluggy's marker: decorate plugin functions with it to implement a hook from :mod:`probe_core.hookspecs`),
+    made on first use: ``probe --version`` imports no pluggy."""
     if name == "__version__":
         from probe_core.installed import version
 
         return version("probe-core") or "0+unknown"
+    if name == "hookimpl":
+        import pluggy
+
+        globals()["hookimpl"] = marker = pluggy.HookimplMarker("probe")
+        return marker
     raise AttributeError(f"module 'probe_core' has no attribute {name!r}")

@@ -16,11 +16,13 @@ import gc
 import sys
 import warnings
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import probe_core
 from probe_core.errors import PluginError, ProbeError
-from probe_core.plugins import ProbeWarning
-from probe_core.specs import CommandSpec
+
+if TYPE_CHECKING:  # (the plugin machinery is imported once a command needs it: not for --version)
+    from probe_core.specs import CommandSpec
 
 CONFIG_FLAGS = ("-c", "--config", "--config-path", "-config", "--config_path")
 #: Commands where msprobe gives one of those spellings another meaning (probe's config.json stays ``-c``):
@@ -104,6 +106,15 @@ def _command_of(argv: Sequence[str]) -> str | None:
     return None
 
 
+def _leads(argv: Sequence[str], typed: str | None) -> bool:
+    """True when argparse reads ``typed`` as the command: only probe's own flags come before it (not ``-h`` or
+    ``--version``, which answer with every command, nor an option whose value argparse would read as the command,
+    which names them all in its error)."""
+    if typed is None or typed not in argv:
+        return False
+    return all(token in ("--debug", "--trace-plugins") for token in argv[:argv.index(typed)])
+
+
 def command_names(registry) -> dict[str, CommandSpec]:
     """Every command's name and aliases -> its spec; a name two commands claim is an error naming both."""
     names: dict[str, CommandSpec] = {}
@@ -125,7 +136,7 @@ def run_command(argv: Sequence[str], registry) -> int:
     if not argv or argv[0] not in command_names(registry):
         raise PluginError(f"no enabled plugin gives the command 'probe {argv[0] if argv else ''}': install and "
                           "enable the plugin that brings it (probe plugins lists what is installed)")
-    args = build_parser(registry, argv[0]).parse_args(argv)
+    args = build_parser(registry, argv[0], alone=True).parse_args(argv)
     args.registry = registry
     return int(args._run(args) or 0)
 
@@ -187,10 +198,12 @@ def refuse_options(parser: argparse.ArgumentParser, flags: Sequence[str], reason
     parser.add_argument(*flags, action=_Refused, reason=reason)
 
 
-def build_parser(registry, typed: str | None = "") -> argparse.ArgumentParser:
+def build_parser(registry, typed: str | None = "", alone: bool = False) -> argparse.ArgumentParser:
     """probe's parser with every command of ``registry``. ``typed``: the command word the user typed (or None:
     none): only that command's options are defined (a command's ``configure`` may import its whole plugin; the
-    other commands are listed with their help only). The default defines every command's options."""
+    other commands are listed with their help only). The default defines every command's options. ``alone``:
+    the parser reads ``typed`` as the command (:func:`_leads`), so the other commands are left out (argparse
+    makes a parser for each: some milliseconds of every command)."""
     names = command_names(registry)  # a name claimed twice: one clear error
     chosen = names.get(typed) if typed else None
     parser = Parser(
@@ -204,6 +217,8 @@ def build_parser(registry, typed: str | None = "") -> argparse.ArgumentParser:
                         help="trace every plugin hook call and its result on stderr (or set PROBE_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for spec in registry.commands.values():
+        if alone and chosen is not None and spec is not chosen:
+            continue
         command = sub.add_parser(spec.name, aliases=list(spec.aliases), help=spec.help, description=spec.help)
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                              help="show full tracebacks on errors")
@@ -232,6 +247,8 @@ def _add_config_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    from probe_core.plugins import ProbeWarning
+
     if issubclass(category, ProbeWarning):
         _stderr().print(f"[yellow]warning:[/] {_literal(message)}", highlight=False, soft_wrap=True)
     else:
@@ -254,10 +271,13 @@ def _stderr():
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv == ["--version"]:  # what the parser would print, without loading the plugins that build it
+        print(f"probe {probe_core.__version__}")
+        return 0
     from probe_core.config import plugin_selection, read_config
     from probe_core.plugins import current_registry
 
-    argv = list(sys.argv[1:] if argv is None else argv)
     config, debug, trace = _prescan(argv)
     previous = warnings.showwarning
     warnings.showwarning = _show_warning
@@ -267,7 +287,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if trace:
             registry.enable_tracing()
         check_command_installed(argv, registry)
-        parser = build_parser(registry, _command_of(argv))
+        typed = _command_of(argv)
+        parser = build_parser(registry, typed, alone=_leads(argv, typed))
         args = parser.parse_args(argv)
         if not getattr(args, "_run", None):
             parser.print_help()

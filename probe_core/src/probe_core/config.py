@@ -12,20 +12,19 @@ mean".
 from __future__ import annotations
 
 
-import difflib
 import json
 import os
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from probe_core.dump.jsonstream import check_depth
 from probe_core.errors import ConfigError
 from probe_core.modes import validate_summary_mode
 from probe_core.plugins import PluginSelection, ProbeWarning, Registry, current_registry
+from probe_core.records import record
 from probe_core.specs import ConfigKey, ConfigSectionSpec
 
 TOP = ""  # the section name of top-level keys
@@ -110,7 +109,7 @@ class IdSet:
         return f"IdSet({self})"
 
 
-@dataclass(frozen=True)
+@record
 class ProbeConfig:
     """A validated configuration. ``sections`` holds every task section, defaults filled in."""
 
@@ -234,6 +233,8 @@ def read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
         why = "nested too deeply" if isinstance(exc, RecursionError) else "holds an integer literal too long to read"
         raise ConfigError(f"{source}: not a usable config: the JSON {why}; a config.json is a flat object of "
                           "msprobe keys: fix the file") from None
+    from probe_core.dump.jsonstream import check_depth  # the dump reader: not every command reads dumps
+
     try:
         check_depth(raw, 32)
     except ValueError:
@@ -493,6 +494,8 @@ def _json_type(value: Any) -> str:
 
 
 def _unknown_key(source: str, section: str | None, key: str, known: list[str]) -> str:
+    import difflib  # a typo's hint only
+
     where = f'in section "{section}"' if section else "at the top level"
     guess = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
     hint = f'did you mean "{guess[0]}"?' if guess else f"known keys: {', '.join(sorted(known))}"

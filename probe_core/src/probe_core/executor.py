@@ -29,10 +29,10 @@ import struct
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from probe_core.errors import ProbeError
+from probe_core.records import record
 
 if TYPE_CHECKING:  # multiprocessing and sockets cost a command's start; imported when a pool starts
     import socket
@@ -45,7 +45,7 @@ SCHEDULER_TIMEOUT = 5
 _MAX_HANDSHAKE = 1 << 16
 
 
-@dataclass(frozen=True)
+@record
 class ExecutorChoice:
     """``--executor``, ``--scheduler`` and ``--workers`` as a command was given them."""
 
@@ -89,7 +89,7 @@ def executor_choice(args: argparse.Namespace, error: type[ProbeError] = ProbeErr
 _LOCAL_REGISTRIES: dict[int, Any] = {}  # what forked workers inherit from the parent
 
 
-@dataclass(frozen=True)
+@record
 class RegistryRef:
     """A picklable stand-in for a registry: its key in this process, and the plugin selection it was built with."""
 

@@ -12,12 +12,13 @@ import importlib
 import os
 import re
 import sys
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
+from probe_core.records import record
 
-@dataclass(frozen=True)
+
+@record
 class EntryPoint:
     """One entry point: ``name = value`` of ``group`` in ``distribution``'s ``entry_points.txt``."""
 
@@ -63,10 +64,11 @@ def entry_points(group: str) -> list[EntryPoint]:
             continue
         seen.add(name)
         try:
-            text = (folder / "entry_points.txt").read_text(encoding="utf-8")
+            with open(os.path.join(folder, "entry_points.txt"), encoding="utf-8") as file:
+                text = file.read()
         except OSError:
             continue
-        pairs = _section(text, group)
+        pairs = _section(text, group) if f"[{group}]" in text else []
         if pairs:
             headers = _headers(folder)
             dist, dist_version = headers.get("Name", _folder_name(folder)), headers.get("Version", "")
@@ -78,8 +80,9 @@ def _zips_on_path() -> bool:
     return any(entry and os.path.isfile(entry) for entry in sys.path)
 
 
-def _distribution_folders():
-    """Each ``*.dist-info``/``*.egg-info`` folder of each ``sys.path`` folder, in ``sys.path`` order."""
+def _distribution_folders() -> Iterator[str]:
+    """The path of each ``*.dist-info``/``*.egg-info`` folder of each ``sys.path`` folder, in ``sys.path`` order
+    (strings: a ``Path`` each costs more than the lookup)."""
     for entry in sys.path:
         try:
             names = sorted(os.listdir(entry or "."))
@@ -87,20 +90,20 @@ def _distribution_folders():
             continue
         for name in names:
             if name.endswith((".dist-info", ".egg-info")):
-                yield Path(entry or ".", name)
+                yield os.path.join(entry or ".", name)
 
 
-def _folder_name(folder: Path) -> str:
+def _folder_name(folder: str) -> str:
     """The distribution name in ``name-version.dist-info`` (or ``name.egg-info``)."""
-    return folder.name.rsplit(".", 1)[0].split("-", 1)[0]
+    return os.path.basename(folder).rsplit(".", 1)[0].split("-", 1)[0]
 
 
-def _headers(folder: Path) -> dict[str, str]:
+def _headers(folder: str) -> dict[str, str]:
     """The ``Name`` and ``Version`` of the folder's ``METADATA`` (``PKG-INFO`` for an egg)."""
     headers: dict[str, str] = {}
     for file in ("METADATA", "PKG-INFO"):
         try:
-            with open(folder / file, encoding="utf-8") as lines:
+            with open(os.path.join(folder, file), encoding="utf-8") as lines:
                 for line in lines:
                     key, colon, value = line.partition(":")
                     if not line.strip() or not colon:

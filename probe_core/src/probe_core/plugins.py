@@ -13,19 +13,18 @@ declares, is reported and skipped. ``PROBE_DEBUG=1`` traces every hook call.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import importlib
 import os
 import sys
 import warnings
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import pluggy
 
 from probe_core import hookspecs, installed
 from probe_core.errors import PluginError
+from probe_core.records import record
 from probe_core.specs import SPEC_FAMILIES, CollectorSpec, ConfigSectionSpec
 
 ENTRY_POINT_GROUP = "probe"
@@ -45,7 +44,7 @@ class ProbeWarning(UserWarning):
     """A problem probe reports and works around (failed plugin, legacy config section, ...)."""
 
 
-@dataclass(frozen=True)
+@record
 class PluginSelection:
     """config.json ``"plugins"``: names to block, and names to load even with autoload off."""
 
@@ -53,7 +52,7 @@ class PluginSelection:
     enable: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class PluginInfo:
     """What ``probe plugins`` reports about one plugin."""
 
@@ -69,13 +68,14 @@ class PluginInfo:
         return dataclasses.asdict(self) | {"hooks": list(self.hooks)}
 
 
-@dataclass(frozen=True)
 class _Candidate:
-    name: str
-    distribution: str
-    version: str
-    load: Any  # () -> plugin object
-    builtin: bool
+    """An installed plugin, not imported yet (a plain class: every command makes these; no dataclass to make)."""
+
+    __slots__ = ("name", "distribution", "version", "load", "builtin")
+
+    def __init__(self, name: str, distribution: str, version: str, load: Any, builtin: bool) -> None:
+        self.name, self.distribution, self.version, self.builtin = name, distribution, version, builtin
+        self.load = load  # () -> plugin object
 
 
 def autoload_enabled() -> bool:
@@ -215,6 +215,8 @@ def _unknown_hooks(pm: pluggy.PluginManager, name: str) -> list[str]:
     for caller in pm.get_hookcallers(plugin) or []:
         if caller.has_spec():
             continue
+        import difflib  # an unknown hook's hint only
+
         close = difflib.get_close_matches(caller.name.removeprefix("probe_"), bare, n=1)
         hint = f"did you mean {bare[close[0]]!r}?" if close else f"the hooks are {', '.join(known)}"
         problems.append(f"unknown hook {caller.name!r} (no such hook; {hint})")

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
+
+from probe_core.records import record
 
 if TYPE_CHECKING:
     from probe_core.compare.mapping import NameMap
@@ -21,7 +23,7 @@ if TYPE_CHECKING:
 Json = Any
 
 
-@dataclass(frozen=True)
+@record
 class Deferred:
     """The callable ``"package.module:name"``, imported on its first call: what a plugin gives a spec's callable
     field (a command's ``configure`` and ``run``, a checker's ``collect``) so that loading the plugin imports none
@@ -49,7 +51,7 @@ class Deferred:
         return found(*args, **kwargs)
 
 
-@dataclass(frozen=True)
+@record
 class CollectorSpec:
     """A framework adapter that hooks modules/cells and APIs during collection.
 
@@ -86,7 +88,7 @@ class CollectorSpec:
     rank: Callable[[], tuple[int, int] | None] | None = None
 
 
-@dataclass(frozen=True)
+@record
 class DataModeSpec:
     """A data mode: how tensors become records, how its dumps compare and show (``statistics``, ``md5``, ...).
 
@@ -107,7 +109,7 @@ class DataModeSpec:
     plugin: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class ComparatorSpec:
     """Metrics (columns) and optionally verdicts for matched entries of one data mode.
 
@@ -125,7 +127,7 @@ class ComparatorSpec:
     plugin: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class CheckRow:
     """One line of a checker's comparison: an item, both sides' values, a verdict."""
 
@@ -136,7 +138,7 @@ class CheckRow:
     note: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class CheckContext:
     """What a checker may look at while collecting.
 
@@ -152,7 +154,7 @@ class CheckContext:
     options: Mapping[str, Json] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@record
 class CheckerSpec:
     """A config_check item: ``collect`` gathers JSON-able data, ``compare`` diffs two of them.
 
@@ -174,7 +176,7 @@ class CheckerSpec:
     prepare: Callable[[str | None], None] | None = None
 
 
-@dataclass(frozen=True)
+@record
 class LoadableSpec:
     """The common shape of a family whose plugins hand over one object: a unique ``name``, a line
     for ``probe plugins``, ``load`` (imports and returns the object only when it is used), the
@@ -187,7 +189,7 @@ class LoadableSpec:
     plugin: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class GraphMergerSpec(LoadableSpec):
     """Merges per-rank graphs under a parallel layout (``tp``, ``pp``, ``vpp``, ...).
 
@@ -198,7 +200,7 @@ class GraphMergerSpec(LoadableSpec):
     """
 
 
-@dataclass(frozen=True)
+@record
 class CommandSpec:
     """A ``probe`` subcommand.
 
@@ -224,7 +226,7 @@ class CommandSpec:
     aliases: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class ConfigKey:
     """One key of a config.json section and what values it takes.
 
@@ -244,7 +246,7 @@ class ConfigKey:
     ignored: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class ConfigSectionSpec:
     """A config.json section a plugin understands (``statistics``, ``tensor``, ...).
 
@@ -260,7 +262,7 @@ class ConfigSectionSpec:
     plugin: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class MonitorWriterSpec(LoadableSpec):
     """Where the training-state monitor writes its per-step statistics (``csv``, ``tensorboard``, ...).
 
@@ -270,7 +272,7 @@ class MonitorWriterSpec(LoadableSpec):
     """
 
 
-@dataclass(frozen=True)
+@record
 class MonitorStatSpec(LoadableSpec):
     """A statistic the training-state monitor can record per tensor (its config's ``ops`` names it).
 
@@ -280,7 +282,7 @@ class MonitorStatSpec(LoadableSpec):
     """
 
 
-@dataclass(frozen=True)
+@record
 class AccBackendSpec(LoadableSpec):
     """A framework backend of the offline API pre-check: re-runs the APIs of ``framework``'s dumps
     (dump.json's ``"framework"``) on the device under test and on a float64 CPU benchmark.
@@ -293,7 +295,7 @@ class AccBackendSpec(LoadableSpec):
     framework: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class AccStandardSpec(LoadableSpec):
     """A precision standard of the offline API pre-check: how an API's tested output is judged
     against its high-precision benchmark (msprobe's dtype-aware standards, an operator's own, ...).
@@ -304,7 +306,7 @@ class AccStandardSpec(LoadableSpec):
     """
 
 
-@dataclass(frozen=True)
+@record
 class RunRequest:
     """What ``probe run --task NAME`` hands a run task: the script to be run and probe run's options.
 
@@ -323,7 +325,7 @@ class RunRequest:
     overwrite: bool = False
 
 
-@dataclass(frozen=True)
+@record
 class RunTaskSpec:
     """A task ``probe run --task NAME`` attaches to an unmodified script instead of dumping.
 
@@ -340,7 +342,7 @@ class RunTaskSpec:
     plugin: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class NameMapSpec:
     """How the entry names of ``target``'s dumps become those of ``bench``'s, for a cross-framework
     compare or graph (dump.json's ``"framework"`` values, e.g. ``"mindspore"`` and ``"pytorch"``).

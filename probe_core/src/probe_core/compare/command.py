@@ -19,9 +19,6 @@ from pathlib import Path
 
 from probe_core import hookimpl
 from probe_core.errors import CompareError
-from probe_core.executor import add_executor_arguments, executor_choice
-from probe_core.htmlflag import add_html_argument, check_html, write_html
-from probe_core.selection import add_selection_arguments, selection
 from probe_core.specs import CommandSpec
 
 #: msprobe's ``--mode`` values; probe compares framework dumps, which is msprobe's ``auto``.
@@ -38,6 +35,10 @@ OTHER_MODES = {
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:
+    from probe_core.executor import add_executor_arguments
+    from probe_core.htmlflag import add_html_argument
+    from probe_core.selection import add_selection_arguments
+
     parser.add_argument("target", nargs="?", help="target dump: dump.json, rank folder, step folder or dump root")
     parser.add_argument("bench", nargs="?", help="bench (golden) dump, same forms")
     parser.add_argument("-tp", "--target_path", "--target-path", dest="target_path", help="target dump (msprobe spelling)")
@@ -127,6 +128,9 @@ def _run(args: argparse.Namespace) -> int:
     from probe_core.compare.engine import CompareOptions, run_compare
     from probe_core.compare.output import print_summary
     from probe_core.compare.reference import reference_pair
+    from probe_core.executor import executor_choice
+    from probe_core.htmlflag import check_html, write_html
+    from probe_core.selection import selection
 
     target, bench = _paths(args)
     check_html(args)

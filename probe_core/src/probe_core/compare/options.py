@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+from probe_core.records import record
 
-@dataclass
+
+@record(frozen=False)
 class CompareOptions:
     """Everything ``probe compare`` was asked to do."""
 
@@ -41,7 +43,7 @@ class CompareOptions:
     written: list[str] = field(default_factory=list, compare=False, repr=False)
 
 
-@dataclass
+@record(frozen=False)
 class RankResult:
     label: str
     counts: dict[str, int]

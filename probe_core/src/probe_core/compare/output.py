@@ -26,12 +26,10 @@ from typing import Any
 
 from probe_core.compare.comparator import LoadedComparator
 from probe_core.compare.rules import ERROR, WARNING
-from probe_core.compare.xlsx import StreamingXlsx
 from probe_core.fastjson import float_texts, numbers_json
 from probe_core.modes import DataMode
 from probe_core.outputs import OutputError, create_exclusive, write_new, writing
 from probe_core.selection import SHOWN_ROWS, abridged, gaps, spans
-from probe_core.stackframe import parse_stack
 
 try:
     from probe_core import _reprs  # the C helper: join_rows
@@ -229,8 +227,12 @@ class RowWriter:
                                                          encoding="utf-8")
         self._csv = csv.writer(self._csv_file)
         self._csv.writerow(self.columns)
-        self._book = StreamingXlsx(self.csv_path.with_suffix(".xlsx"), self.columns, FILLS,
-                                   max_rows=XLSX_MAX_ROWS) if xlsx else None
+        self._book = None
+        if xlsx:
+            from probe_core.compare.xlsx import StreamingXlsx  # (zipfile and its threading: only with --xlsx)
+
+            self._book = StreamingXlsx(self.csv_path.with_suffix(".xlsx"), self.columns, FILLS,
+                                       max_rows=XLSX_MAX_ROWS)
         self.xlsx_path = self._book.path if self._book is not None else None
 
     def write(self, row: list[Any]) -> None:
@@ -333,6 +335,8 @@ def print_summary(summary: dict[str, Any], console=None) -> None:
                           highlight=False, markup=False)
         if first.get("module"):
             console.print(f"  module: {first['module']}", highlight=False, markup=False)
+        from probe_core.stackframe import parse_stack
+
         frames = parse_stack(first.get("stack"))
         for frame in ([f for f in frames if f.user] or frames)[:3]:  # innermost frames of the user's code first
             console.print(f"  {frame.one_line()}", highlight=False, soft_wrap=True, markup=False)

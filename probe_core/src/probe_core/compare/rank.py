@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from probe_core.errors import CompareError, ProbeError
 from probe_core.gcpause import collector_paused
 from probe_core.modes import DataMode, pair_mode
 from probe_core.outputs import writing
+from probe_core.records import record
 
 
 def detect_mode(target: RankDump, bench: RankDump, registry: Any) -> DataMode:
@@ -89,7 +90,7 @@ def result_folder(options: CompareOptions, target: RankDump) -> Path:
     return folder
 
 
-@dataclass
+@record(frozen=False)
 class PendingRank:
     """A compared rank pair whose rows wait in a spool file for the job's verdicts."""
 

@@ -10,14 +10,16 @@ and :attr:`StepRecords.problem` says where.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
+
+from probe_core.records import record
 
 JOURNAL_NAME = ".journal.jsonl"
 
 
-@dataclass
+@record(frozen=False)
 class StepRecords:
     """Everything one step and rank produced, kept as serialised JSON text where possible."""
 

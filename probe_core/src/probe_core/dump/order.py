@@ -25,10 +25,11 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from probe_core.dump.names import parse_entry_name
+from probe_core.records import record
 
 #: msprobe and probe name communication APIs ``Distributed.<op>.<n>.<forward|backward>``.
 COMMUNICATION_PREFIX = "Distributed."
@@ -45,7 +46,7 @@ def communication_positions(names: Iterable[str]) -> list[int]:
     return [position for position, name in enumerate(names) if is_communication(name)]
 
 
-@dataclass(frozen=True)
+@record
 class RankAnomaly:
     """One anomalous entry of one rank.
 
