@@ -1176,6 +1176,157 @@ bad:
     return NULL;
 }
 
+/* flatten_entry(name, entry) -> (inputs, outputs): probe_core.graph.flatten.flatten_entry in C (the graph's
+ * input/output tables, one pair per node: the most objects a graph load makes). Under each argument, a dict
+ * with a "type" key is a description, kept at its dotted key; any other dict or a list/tuple is walked, each
+ * item at key.sub; None keeps its slot as {"value": None}; the rest is dropped. */
+static PyObject *type_text, *params_grad_part, *input_fields[4], *input_labels[4], *output_text;
+
+static int flatten_into(PyObject *value, PyObject *key, PyObject *into);
+
+/* f"{key}.{sub}": key a str, sub a str key, or NULL for the list index "index" */
+static PyObject *dotted(PyObject *key, PyObject *sub, Py_ssize_t index) {
+    char digits[24];
+    const char *tail = digits;
+    Py_ssize_t tail_n;
+    if (!PyUnicode_IS_ASCII(key) || (sub != NULL && !(PyUnicode_CheckExact(sub) && PyUnicode_IS_ASCII(sub))))
+        return sub == NULL ? PyUnicode_FromFormat("%U.%zd", key, index) : PyUnicode_FromFormat("%U.%S", key, sub);
+    if (sub == NULL)
+        tail_n = snprintf(digits, sizeof digits, "%zd", index);
+    else {
+        tail = (const char *)PyUnicode_1BYTE_DATA(sub);
+        tail_n = PyUnicode_GET_LENGTH(sub);
+    }
+    Py_ssize_t key_n = PyUnicode_GET_LENGTH(key);
+    PyObject *name = PyUnicode_New(key_n + 1 + tail_n, 127);
+    if (name != NULL) {
+        char *out = (char *)PyUnicode_1BYTE_DATA(name);
+        memcpy(out, PyUnicode_1BYTE_DATA(key), key_n);
+        out[key_n] = '.';
+        memcpy(out + key_n + 1, tail, tail_n);
+    }
+    return name;
+}
+
+static int flatten_item(PyObject *item, PyObject *key, PyObject *sub, Py_ssize_t index, PyObject *into) {
+    PyObject *name = dotted(key, sub, index);
+    if (name == NULL)
+        return -1;
+    int status;
+    if (Py_IS_TYPE(item, &PyDict_Type) && (status = PyDict_Contains(item, type_text)) != 0)
+        status = status < 0 ? -1 : PyDict_SetItem(into, name, item);
+    else
+        status = flatten_into(item, name, into);
+    Py_DECREF(name);
+    return status;
+}
+
+static int flatten_into(PyObject *value, PyObject *key, PyObject *into) {
+    int status = 0;
+    if (PyDict_Check(value)) {
+        int typed = PyDict_Contains(value, type_text);
+        if (typed != 0)
+            return typed < 0 ? -1 : PyDict_SetItem(into, key, value);
+    } else if (value == Py_None) {
+        PyObject *none = Py_BuildValue("{sO}", "value", Py_None);
+        status = none != NULL ? PyDict_SetItem(into, key, none) : -1;
+        Py_XDECREF(none);
+        return status;
+    } else if (!PyList_Check(value) && !PyTuple_Check(value))
+        return 0;
+    if (Py_EnterRecursiveCall(" in flatten_entry"))
+        return -1;
+    if (PyDict_Check(value)) {
+        PyObject *sub, *item;
+        Py_ssize_t pos = 0;
+        while (status == 0 && PyDict_Next(value, &pos, &sub, &item)) {
+            Py_INCREF(sub);
+            Py_INCREF(item);
+            status = flatten_item(item, key, sub, 0, into);
+            Py_DECREF(sub);
+            Py_DECREF(item);
+        }
+    } else {
+        PyObject *items = PySequence_Fast(value, "");
+        for (Py_ssize_t i = 0; status == 0 && items != NULL && i < PySequence_Fast_GET_SIZE(items); i++)
+            status = flatten_item(PySequence_Fast_GET_ITEM(items, i), key, NULL, i, into);
+        status = items == NULL ? -1 : status;
+        Py_XDECREF(items);
+    }
+    Py_LeaveRecursiveCall();
+    return status;
+}
+
+/* flatten_into(value, f"{name}.{label}", into) */
+static int flatten_under(PyObject *value, PyObject *name, PyObject *label, PyObject *into) {
+    PyObject *key = dotted(name, label, 0);
+    int status = key != NULL ? flatten_into(value, key, into) : -1;
+    Py_XDECREF(key);
+    return status;
+}
+
+static int init_flatten(void) {
+    static const char *fields[4] = {"input_args", "input", "input_kwargs", "parameters"};
+    static const char *labels[4] = {"input", "input", "input", "parameters"};
+    if (type_text != NULL)
+        return 0;
+    for (int i = 0; i < 4; i++)
+        if ((input_fields[i] = PyUnicode_InternFromString(fields[i])) == NULL
+                || (input_labels[i] = PyUnicode_InternFromString(labels[i])) == NULL)
+            return -1;
+    if ((output_text = PyUnicode_InternFromString("output")) == NULL
+            || (params_grad_part = PyUnicode_InternFromString(".parameters_grad.")) == NULL)
+        return -1;
+    return (type_text = PyUnicode_InternFromString("type")) == NULL ? -1 : 0;
+}
+
+/* a parameters_grad entry: {param: [description] or description} as inputs at {name}.{param}; else the
+ * arguments (input_args, input, input_kwargs as "input"; parameters) as inputs, output as outputs */
+static int flatten_fields(PyObject *name, PyObject *entry, PyObject *inputs, PyObject *outputs) {
+    Py_ssize_t found = PyUnicode_Find(name, params_grad_part, 0, PY_SSIZE_T_MAX, 1);
+    if (found == -2)
+        return -1;
+    int status = 0;
+    if (found >= 0) {
+        PyObject *param, *grads;
+        Py_ssize_t pos = 0;
+        while (status == 0 && PyDict_Next(entry, &pos, &param, &grads)) {
+            PyObject *key = dotted(name, param, 0);
+            if (key == NULL)
+                return -1;
+            Py_INCREF(grads);
+            PyObject *value = PyList_Check(grads) && PyList_GET_SIZE(grads) == 1 ? PyList_GET_ITEM(grads, 0) : grads;
+            status = flatten_into(value, key, inputs);
+            Py_DECREF(grads);
+            Py_DECREF(key);
+        }
+        return status;
+    }
+    for (int i = 0; status == 0 && i < 4; i++) {
+        PyObject *value = PyDict_GetItemWithError(entry, input_fields[i]);
+        if (value != NULL)
+            status = flatten_under(value, name, input_labels[i], inputs);
+        else if (PyErr_Occurred())
+            return -1;
+    }
+    PyObject *value = status == 0 ? PyDict_GetItemWithError(entry, output_text) : NULL;
+    if (value != NULL)
+        return flatten_under(value, name, output_text, outputs);
+    return status < 0 || PyErr_Occurred() ? -1 : 0;
+}
+
+static PyObject *flatten_entry(PyObject *self, PyObject *args) {
+    PyObject *name, *entry;
+    if (!PyArg_ParseTuple(args, "UO", &name, &entry) || init_flatten() < 0)
+        return NULL;
+    PyObject *inputs = PyDict_New(), *outputs = PyDict_New(), *both = NULL;
+    if (inputs != NULL && outputs != NULL && (!PyDict_Check(entry) || flatten_fields(name, entry, inputs, outputs) == 0))
+        both = PyTuple_Pack(2, inputs, outputs);
+    Py_XDECREF(inputs);
+    Py_XDECREF(outputs);
+    return both;
+}
+
 static PyMethodDef methods[] = {
     {"reprs", reprs, METH_VARARGS, "reprs(encoded, values[, suffix[, zero]]) -> [repr(v) + suffix for v in values]: "
                                    "see the module's source"},
@@ -1183,6 +1334,8 @@ static PyMethodDef methods[] = {
                                            "see the module's source"},
     {"tables_json", tables_json, METH_VARARGS, "tables_json(tables, extras[, floats]) -> the viewer's JSON text of "
                                                "each table: see the module's source"},
+    {"flatten_entry", flatten_entry, METH_VARARGS, "flatten_entry(name, entry) -> (inputs, outputs): "
+                                                   "probe_core.graph.flatten's, in C"},
     {NULL, NULL, 0, NULL},
 };
 

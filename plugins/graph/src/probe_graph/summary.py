@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from probe_core.api import abridged, gaps, Graph
@@ -50,16 +51,20 @@ def summarize(target: Graph, bench: Graph | None = None) -> GraphSummary:
 
 
 def print_summary(summaries: Sequence[GraphSummary], output: str, compare: bool) -> None:
-    """Print one rich table (one row per step/rank) and where the file went."""
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
+    """Print one table (one row per step/rank) and where the file went: in colour through rich on a terminal,
+    as plain text elsewhere (a pipe, a log: rich is not even imported)."""
+    colour = sys.stdout is not None and sys.stdout.isatty()
+    if colour:
+        from rich.markup import escape
+    else:
+        escape = str  # type: ignore[assignment]
 
-    table = Table(title="probe graph", title_justify="left")
+    def paint(text: str, style: str) -> str:
+        return f"[{style}]{escape(text)}[/]" if colour else text
+
     columns = ["step", "rank", "nodes"] + (["bench nodes", "matched", "errors", "warnings"] if compare else [])
     columns += ["overflows"]
-    for column in columns:
-        table.add_column(column, no_wrap=True)
+    rows: list[tuple[list[str], list[str]]] = []  # (cells, each cell's style: "" for none)
     firsts = []  # node names go below the table, whole: a column would cut them
     label = "first divergent node" if compare else "first overflow (critical)"
     job = next((s.job_first for s in summaries if s.job_first), None) if compare else None
@@ -68,31 +73,50 @@ def print_summary(summaries: Sequence[GraphSummary], output: str, compare: bool)
     skipped = dict(gaps(shown, len(summaries)))
     for index in [*shown, len(summaries)]:
         if index in skipped:
-            table.add_row(*["..."] * len(columns), style="grey50")
+            rows.append((["..."] * len(columns), ["grey50"] * len(columns)))
         if index == len(summaries):
             break
         s = summaries[index]
-        row = [str(s.step), str(s.rank), str(s.nodes)]
+        cells = [str(s.step), str(s.rank), str(s.nodes)]
+        styles = [""] * 3
         if compare:
-            row += [str(s.bench_nodes), str(s.matched), f"[red]{s.errors}[/]" if s.errors else "0",
-                    f"[yellow]{s.warnings}[/]" if s.warnings else "0"]
-        row += [str(s.overflows)]
-        table.add_row(*row)
+            cells += [str(s.bench_nodes), str(s.matched), str(s.errors), str(s.warnings)]
+            styles += ["", "", "red" if s.errors else "", "yellow" if s.warnings else ""]
+        rows.append(([*cells, str(s.overflows)], [*styles, ""]))
         first = s.first_divergent if compare else s.first_overflow
         if first:
-            firsts.append(f"step {s.step} rank {s.rank}: {label} [red]{escape(first)}[/]")
+            firsts.append(f"step {s.step} rank {s.rank}: {label} {paint(first, 'red')}")
+    lines = ["probe graph", *_table(columns, rows, paint)]
     if skipped:
-        table.caption = f"{sum(skipped.values())} of {len(summaries)} graphs not shown (the file has them all)"
+        lines.append(f"{sum(skipped.values())} of {len(summaries)} graphs not shown (the file has them all)")
+    lines += firsts
     unnamed = sum(1 for s in summaries if (s.first_divergent if compare else s.first_overflow)) - len(firsts)
-    console = Console()
-    console.print(table)
-    for line in firsts:
-        console.print(line, highlight=False, soft_wrap=True)
     if unnamed:
-        console.print(f"[grey50]... and {unnamed} more graphs with a {label} (the file has them all)[/]")
+        lines.append(paint(f"... and {unnamed} more graphs with a {label} (the file has them all)", "grey50"))
     if job and len(firsts) + unnamed > 1:
-        console.print(f"first divergence of the job: [red]{escape(job)}[/]", highlight=False, soft_wrap=True)
-    console.print(f"graph file: [bold]{escape(output)}[/]  (view it: probe graph --serve {escape(_folder(output))})")
+        lines.append(f"first divergence of the job: {paint(job, 'red')}")
+    lines.append(f"graph file: {paint(output, 'bold')}  (view it: probe graph --serve {escape(_folder(output))})")
+    if colour:
+        from rich.console import Console
+
+        Console().print("\n".join(lines), highlight=False, soft_wrap=True)
+    else:
+        print("\n".join(lines), flush=True)
+
+
+def _table(columns: list[str], rows: list[tuple[list[str], list[str]]], paint: Callable[[str, str], str]) -> list[str]:
+    """The lines of a table drawn as rich draws its default one (a heavy head), each cell painted its style."""
+    widths = [max(len(column), *(len(cells[at]) for cells, _ in rows)) for at, column in enumerate(columns)]
+
+    def line(left: str, fill: str, middle: str, right: str) -> str:
+        return left + middle.join(fill * (width + 2) for width in widths) + right
+
+    def cells(texts: list[str], styles: list[str], bar: str) -> str:
+        return bar + bar.join(" " + (paint(text, style) if style else text) + " " * (width - len(text) + 1)
+                              for text, style, width in zip(texts, styles, widths)) + bar
+
+    return [line("┏", "━", "┳", "┓"), cells(columns, [""] * len(columns), "┃"), line("┡", "━", "╇", "┩"),
+            *(cells(texts, styles, "│") for texts, styles in rows), line("└", "─", "┴", "┘")]
 
 
 def _folder(output: str) -> str:

@@ -103,8 +103,10 @@ def build_graph(construct: Mapping[str, Any], data: Mapping[str, Any],
     ``construct``: ``{node: parent or None}``; ``data``: dump.json's entries
     (``{name: entry}``, in execution order); ``stacks``: ``{entry: stack lines}``.
     """
-    bad = next(((node, parent) for node, parent in construct.items()
-                if not isinstance(node, str) or (parent is not None and not isinstance(parent, str))), None)
+    bad = None
+    if not set(map(type, construct)) <= {str} or not set(map(type, construct.values())) <= {str, type(None)}:
+        bad = next(((node, parent) for node, parent in construct.items()
+                    if not isinstance(node, str) or (parent is not None and not isinstance(parent, str))), None)
     if bad is not None:
         raise GraphError(f"{where or 'construct.json'}: key {bad[0]!r}: the parent is {bad[1]!r}, not a node name or "
                          "null; regenerate the dump")
@@ -120,12 +122,14 @@ def build_graph(construct: Mapping[str, Any], data: Mapping[str, Any],
     module, api = NodeKind.MODULE, NodeKind.API
     for name in order:
         nodes[name] = Node(name, module if name.startswith(MODULE_PREFIXES) else api)  # is_module(name), inline
-    root, parent_in_construct = graph.root, construct.get
+    root, parent_in_construct, node_of = graph.root, construct.get, nodes.get
     for name in order:
         parent = parent_in_construct(name)
         if parent is None or PARAMS_GRAD_PART in name:  # is_params_grad(name); else as construct.json says: most
             parent = _parent_of(name, construct, nodes)
-        nodes.get(parent, root).add_child(nodes[name])  # type: ignore[arg-type]
+        child, above = nodes[name], node_of(parent, root)  # type: ignore[arg-type]
+        child.parent = above  # above.add_child(child), inline
+        above.children.append(child)
     group_top_level_apis(graph)
 
     for name, entry in data.items():
@@ -136,7 +140,7 @@ def build_graph(construct: Mapping[str, Any], data: Mapping[str, Any],
     lines = stacks or {}
     for name, node in nodes.items():
         found = lines.get(name)
-        if found is None and direction(name) == BACKWARD:
+        if found is None and BACKWARD in name and direction(name) == BACKWARD:  # the first test: most fail it
             found = lines.get(counterpart(name, FORWARD) or "")
         if found:
             node.stack = found

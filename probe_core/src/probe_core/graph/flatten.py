@@ -36,8 +36,9 @@ def _flatten(value: Any, key: str, into: TensorTable) -> None:
             _flatten(item, f"{key}.{sub}", into)
 
 
-def flatten_entry(name: str, entry: dict[str, Any]) -> tuple[TensorTable, TensorTable]:
-    """(inputs, outputs) of one entry, keyed by dotted argument names."""
+def python_flatten_entry(name: str, entry: dict[str, Any]) -> tuple[TensorTable, TensorTable]:
+    """(inputs, outputs) of one entry, keyed by dotted argument names (:func:`flatten_entry`: the same in C,
+    ``probe_core._reprs.flatten_entry``, where the extension is built)."""
     inputs: TensorTable = {}
     outputs: TensorTable = {}
     if not isinstance(entry, dict):
@@ -55,3 +56,9 @@ def flatten_entry(name: str, entry: dict[str, Any]) -> tuple[TensorTable, Tensor
     if "output" in entry:
         _flatten(entry["output"], f"{name}.output", outputs)
     return inputs, outputs
+
+
+try:
+    from probe_core._reprs import flatten_entry
+except ImportError:  # the C extension is optional (setup.py)
+    flatten_entry = python_flatten_entry

@@ -134,7 +134,8 @@ class Graph:
         then frees them at once, not the cyclic collector after a scan of every object alive."""
         for node in self.nodes.values():
             node.parent = node.matched = None
-            node.children = []
+            if node.children:  # a leaf's list is empty already: no new one (most nodes are leaves)
+                node.children = []
 
     def renumber(self) -> int:
         """Set each node's ``order`` to its post-order position; return how many nodes the root reaches."""
