@@ -10,11 +10,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from probe_core.api import (add_executor_arguments, add_selection_arguments, CommandSpec, executor_choice, GraphError,
-                            hookimpl, selection)
+from probe_core.api import CommandSpec, GraphError, hookimpl
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    from probe_core.api import add_executor_arguments, add_selection_arguments  # (not at every command's start)
+
     parser.add_argument("paths", nargs="*", metavar="TARGET [BENCH]",
                         help="dump of the run to inspect, and optionally the bench run to compare against")
     parser.add_argument("-tp", "--target-path", "--target_path", dest="target", metavar="TARGET",
@@ -96,6 +97,7 @@ def _reference(paths: list[str] | None, bench: str) -> tuple[Path, Path] | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from probe_core.api import executor_choice, selection
     from probe_graph.service import GraphOptions, run_graph
     from probe_graph.summary import print_summary
 
