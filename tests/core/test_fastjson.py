@@ -106,6 +106,18 @@ def test_float_texts_are_repr(monkeypatch, native):
     assert float_texts(values, "%", "0%") == ["0%" if v == 0 else f"{v}%" for v in values]
 
 
+
+def test_float_texts_are_repr_at_every_magnitude():
+    """Numbers of every magnitude with few and many digits: the tokens msgspec writes as repr does (copied as they
+    are) and those it writes otherwise (0.00001, 1e16, 1.50) on either side of repr's notation change."""
+    rnd = random.Random(9)
+    values = []
+    for _ in range(20_000):
+        value = rnd.choice((1, -1)) * 10 ** rnd.uniform(-8, 19)
+        values += [value, round(value, rnd.randint(0, 12)), float(round(value))]
+    values += [0.0001, 0.00010000000000000002, 9.999999999999999e-05, 0.001, 0.1, 1.5, 1e15, 1e16 - 2, 1e16, -0.0]
+    assert float_texts(values) == [repr(v) for v in values]
+
 def test_value_text_reads_back_as_json_dumps_reads_back():
     """Entry-like values with every double (NaN and infinities too), None, big integers, non-ASCII text and
     lone surrogates: the text reads back as json.dumps's text does, and refuses what json refuses."""

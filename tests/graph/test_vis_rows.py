@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 from hypothesis import given, settings
@@ -175,3 +176,33 @@ def test_statistics_columns_are_written_as_shown_metrics_shows_them():
         expected = [vis_db.format_table(table, {f"input.{k}": mode.shown_metrics(dict(zip(names, row)))})
                     for k, (table, row) in enumerate(zip(tables, rows))]
         assert vis_db.tables_json(tables, extras) == expected
+
+
+@pytest.mark.parametrize("fmt", ["%.6g%%", "%.1g", "%.3g", "%.9g e"])
+def test_shown_float_columns_are_python_percent_format_at_every_magnitude(fmt):
+    """A (fmt, floats) column written in C (its digits from the float times a power of ten, the exact value
+    left to Python near a tie) is ``fmt % x`` for values of every magnitude, few and many digits, and ties."""
+    rnd = random.Random(5)
+    values = []
+    for _ in range(4000):
+        value = rnd.choice((1, -1)) * 10 ** rnd.uniform(-19, 19)
+        values += [value, round(value, rnd.randint(0, 9)), round(value * 1000) / 1000]
+    values += [0.0, -0.0, 0.5, 2.5, 100000.5, 999999.5, 9999995.0, 0.0001234565, 99999.95, 1e16, 1e17, 1e-17,
+               5e-324, 1.7976931348623157e308, float("nan"), float("-inf")]
+    keys = [f"input.{at}" for at in range(len(values))]
+    tables = [{key: {"Max": 1.0} for key in keys}]
+    extras = [(("Shown",), dict(zip(keys, range(len(values)))), [(fmt, values)])]
+    written = json.loads(vis_db.tables_json(tables, extras)[0])
+    assert [written[key]["Shown"] for key in keys] == [fmt % x if x - x == 0.0 else repr(x) for x in values]
+
+
+def test_a_shown_column_named_as_a_field_overrides_it_and_the_floats_after_stay_in_place():
+    """A metric named as a description field (met after some float fields were written) replaces that field, and
+    the descriptions after it still get their own floats."""
+    tensor = {"type": "torch.Tensor", "Max": 1.25, "Min": -3e-07, "Mean": 0.5, "Norm": 7.75}
+    tables = [{"input.0": dict(tensor), "input.1": {**tensor, "Max": 2.5}}, {"output.0": {**tensor, "Min": 0.125}}]
+    columns = [("%r", [0.1, 0.2]), ["x", "y"]]
+    extras = [(("Diff", "Mean"), {"input.0": 0, "input.1": 1}, columns), (("Diff", "Mean"), {"output.0": 1}, columns)]
+    written = vis_db.tables_json(tables, extras)
+    assert written == python_texts(tables, extras)
+    assert json.loads(written[0])["input.0"]["Mean"] == "x" and json.loads(written[1])["output.0"]["Min"] == "0.125"

@@ -9,15 +9,16 @@
  *
  * msgspec writes the digits repr() writes (both the shortest that read back as the same double, the
  * closest of them to it), in its own notation: 0.00001 where repr writes 1e-05, 1e16 for 1e+16, null for
- * NaN and the infinities. Each token here is read as (sign, digits, decimal exponent) whatever its
- * notation, and written again in repr's: positional from 1e-4 up to 1e16, else d.ddde+XX with at least
- * two exponent digits; a null is repr() of its value; an integer token (no '.', no exponent) is the int's
- * repr already. Raises ValueError when the text does not hold len(values) numbers (the caller then
- * calls repr() itself).
+ * NaN and the infinities. A token already in repr's notation (most: positional, as_is_token) is copied;
+ * any other is read as (sign, digits, decimal exponent) and written again in repr's: positional from 1e-4 up
+ * to 1e16, else d.ddde+XX with at least two exponent digits; a null is repr() of its value; an integer token
+ * (no '.', no exponent) is the int's repr already. Raises ValueError when the text does not hold len(values)
+ * numbers (the caller then calls repr() itself).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 /* A number token as read: its sign, significant digits (trailing zeros dropped) and where the decimal point
@@ -26,11 +27,56 @@ typedef struct {
     char kind;
     int negative, count, point;
     char digits[32];
+    const char *as_is;  /* a float token that is repr's text already (its `length` characters), else NULL */
+    Py_ssize_t length;
 } Token;
+
+/* A float token msgspec wrote as repr writes it, read at text[p:) (returns where it ends; -1 for any other):
+ * [-]d.ddd positional with at most 16 integer digits (repr's notation from 1e-4 up to 1e16), not 0.0000ddd
+ * (repr's 1e-05), no trailing zero past the point (but "0" alone), no leading zero before it. Most statistics
+ * are such tokens: their text is copied, not read digit by digit and written again. */
+static Py_ssize_t as_is_token(const char *text, Py_ssize_t p, Py_ssize_t limit, Token *t) {
+    Py_ssize_t start = p, whole, point;
+    t->negative = p < limit && text[p] == '-';
+    p += t->negative;
+    whole = p;
+    while (p < limit && (unsigned char)(text[p] - '0') < 10)
+        p++;
+    if (p == whole || p - whole > 16 || p >= limit || text[p] != '.' || (p - whole > 1 && text[whole] == '0'))
+        return -1;
+    point = p++;
+    while (p < limit && (unsigned char)(text[p] - '0') < 10)
+        p++;
+    if (p == point + 1 || p - start > 40 || (p < limit && (text[p] == 'e' || text[p] == 'E')))
+        return -1;
+    int zero_whole = point - whole == 1 && text[whole] == '0';
+    if (text[p - 1] == '0' && p - point != 2)
+        return -1;  /* 1.50: not repr's */
+    if (zero_whole) {  /* 0.ddd: positional from 0.0001 */
+        Py_ssize_t first = point + 1;
+        while (first < p && text[first] == '0')
+            first++;
+        if (first == p && p - point != 2)
+            return -1;  /* 0.00 */
+        if (first - point > 4 && first < p)
+            return -1;  /* 0.0000d: repr's d e-05 */
+        t->count = first < p;
+    } else {
+        t->count = 1;
+    }
+    t->kind = 'f';
+    t->as_is = text + start;
+    t->length = p - start;
+    return p;
+}
 
 /* Reads the token at text[p:) up to the next ',' or ']' (at limit); returns where it ends, -1 when it is
  * not a number msgspec writes. */
 static Py_ssize_t read_token(const char *text, Py_ssize_t p, Py_ssize_t limit, Token *t) {
+    Py_ssize_t end = as_is_token(text, p, limit, t);
+    if (end >= 0)
+        return end;
+    t->as_is = NULL;
     if (limit - p >= 4 && memcmp(text + p, "null", 4) == 0) {
         t->kind = 'n';
         return p + 4;
@@ -86,6 +132,10 @@ static Py_ssize_t float_repr(const Token *t, char *out) {
     Py_ssize_t o = 0;
     int count = t->count, point = t->point;
     const char *digits = t->digits;
+    if (t->as_is != NULL) {
+        memcpy(out, t->as_is, t->length);
+        return t->length;
+    }
     if (t->negative)
         out[o++] = '-';
     if (count == 0) {  /* a zero, signed as written */
@@ -473,6 +523,14 @@ static int put(Buffer *b, const char *text, Py_ssize_t size) {
     return 0;
 }
 
+/* Whether any of the 8 ASCII characters in `word` is a control character, '"' or '\\' (what JSON escapes):
+ * a zero byte found in word - 0x20 per byte, word ^ '"' and word ^ '\\' (the high bit of each byte is clear). */
+static inline int needs_escape(uint64_t word) {
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t quote = word ^ (ones * '"'), slash = word ^ (ones * '\\');
+    return (((word - ones * 0x20) | (quote - ones) | (slash - ones)) & highs) != 0;
+}
+
 /* A JSON string of the ASCII str `text`, escaped as msgspec escapes it, after `before` and followed by `after`
  * (each at most one character; 0 for none); -2 for a text it does not write. */
 static int put_quoted(Buffer *b, char before, PyObject *text, char after) {
@@ -487,7 +545,16 @@ static int put_quoted(Buffer *b, char before, PyObject *text, char after) {
     if (before)
         *at++ = before;
     *at++ = '"';
-    for (Py_ssize_t i = 0; i < size; i++) {
+    Py_ssize_t i = 0;
+    for (; i + 8 <= size; i += 8) {  /* 8 characters at a time while none needs escaping */
+        uint64_t word;
+        memcpy(&word, chars + i, 8);
+        if (needs_escape(word))
+            break;
+        memcpy(at, &word, 8);
+        at += 8;
+    }
+    for (; i < size; i++) {
         unsigned char ch = chars[i];
         if (ch >= 0x20 && ch != '"' && ch != '\\') {
             *at++ = ch;
@@ -778,9 +845,10 @@ static int put_shown(Buffer *b, PyObject *shown) {
 }
 
 /* The shown columns of a (names, {tensor key: row}, columns) extra, as text: each column a list of str, or
- * (fmt, floats) written here into a block, each float x as Python writes `fmt % x` where x is finite and as
- * repr(x) where not; fmt "%r", or "%.<1-17>g" and then literal text ("%%" a percent sign; no quote, backslash
- * or control character). Every extra holding the same columns list shares its texts. */
+ * (fmt, floats) written here into a block (short_g, else Python's formatter), each float x as Python writes
+ * `fmt % x` where x is finite and as repr(x) where not; fmt "%r", or "%.<1-17>g" and then literal text ("%%" a
+ * percent sign; no quote, backslash or control character). Every extra holding the same columns list shares
+ * its texts. */
 typedef struct {
     PyObject *texts;  /* a list of str, or NULL: the block's */
     Block block;
@@ -794,6 +862,7 @@ typedef struct {
     Buffer members;             /* `,"name":` of each name, one after another */
     Py_ssize_t *member_ends;    /* where each ends in members */
     int plain;                  /* whether every name is an ASCII str, none requires_grad or data_name */
+    uint64_t lengths;           /* bit (length % 64) of each name's length: a key of no such length is no name */
 } ColumnSet;
 
 typedef struct {
@@ -826,6 +895,90 @@ static int read_format(PyObject *fmt, int *precision, char *tail, Py_ssize_t *ta
         tail[(*tail_n)++] = ch;
     }
     return 0;
+}
+
+/* `"%.<precision>g" % x` of a finite x into out as Python writes it (correctly rounded), for precision 1 to 9
+ * and 1e-17 < |x| < 1e17 (or a zero): x times a power of ten up to 1e22 (exact, so one rounding: an error
+ * below 1e-7 at 9 digits) gives the digits where it is not within 1e-5 of a tie; -1 for anything else (Python's
+ * own formatter writes it). %g: positional for a decimal exponent from -4 to precision - 1, else d.ddde+XX,
+ * trailing zeros dropped. */
+static Py_ssize_t short_g(double x, int precision, char *out) {
+    static const double tens[23] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13,
+                                    1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    Py_ssize_t o = 0;
+    int negative = signbit(x) != 0;
+    double size = fabs(x);
+    if (precision < 1 || precision > 9)
+        return -1;
+    if (negative)
+        out[o++] = '-';
+    if (size == 0.0) {
+        out[o++] = '0';
+        return o;
+    }
+    if (!(size > 1e-17 && size < 1e17))
+        return -1;
+    int e = (int)floor(log10(size));  /* the decimal exponent, adjusted below where log10 is one off */
+    double scaled = 0.0;
+    for (int tries = 0; tries < 3; tries++) {
+        int k = precision - 1 - e;  /* scaled = size * 10^k in [10^(precision-1), 10^precision) */
+        if (k > 22 || k < -22)
+            return -1;
+        scaled = k >= 0 ? size * tens[k] : size / tens[-k];
+        if (scaled < tens[precision - 1])
+            e--;
+        else if (scaled >= tens[precision])
+            e++;
+        else
+            break;
+    }
+    if (scaled < tens[precision - 1] || scaled >= tens[precision])
+        return -1;
+    double whole = floor(scaled), part = scaled - whole;
+    if (fabs(part - 0.5) < 1e-5)
+        return -1;  /* near a tie: the exact value decides */
+    unsigned long digits_value = (unsigned long)whole + (part > 0.5);
+    if (digits_value == (unsigned long)tens[precision]) {  /* 999.9996 -> 1000 */
+        digits_value /= 10;
+        e++;
+    }
+    char digits[10];
+    for (int k = precision - 1; k >= 0; k--, digits_value /= 10)
+        digits[k] = (char)('0' + digits_value % 10);
+    int count = precision;
+    while (count > 1 && digits[count - 1] == '0')
+        count--;
+    if (e < -4 || e >= precision) {
+        out[o++] = digits[0];
+        if (count > 1) {
+            out[o++] = '.';
+            memcpy(out + o, digits + 1, count - 1);
+            o += count - 1;
+        }
+        out[o++] = 'e';
+        out[o++] = e < 0 ? '-' : '+';
+        int a = e < 0 ? -e : e;
+        out[o++] = (char)('0' + a / 10);
+        out[o++] = (char)('0' + a % 10);
+    } else if (e < 0) {  /* 0.000ddd */
+        out[o++] = '0';
+        out[o++] = '.';
+        for (int k = e; k < -1; k++)
+            out[o++] = '0';
+        memcpy(out + o, digits, count);
+        o += count;
+    } else {  /* ddd.ddd */
+        memcpy(out + o, digits, e + 1 < count ? e + 1 : count);
+        for (int k = count; k < e + 1; k++)
+            out[o + k] = '0';
+        o += e + 1;
+        if (count > e + 1) {
+            out[o++] = '.';
+            memcpy(out + o, digits + e + 1, count - e - 1);
+            o += count - e - 1;
+        }
+    }
+    return o;
 }
 
 /* The texts of a (fmt, floats) column into block: 0, -1 with an error set, -2 for what it does not write. */
@@ -862,18 +1015,23 @@ static int format_block(PyObject *column, Block *block, Py_ssize_t *count) {
         double x = PyFloat_AS_DOUBLE(PyList_GET_ITEM(values, i));
         int finite = isfinite(x);
         block->starts[i] = at - block->arena;
-        /* what `fmt % x` calls: Python's own float formatter; repr's call for NaN and the infinities */
-        char *text = finite ? PyOS_double_to_string(x, 'g', precision, 0, NULL)
-                            : PyOS_double_to_string(x, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
-        if (text == NULL)
-            return -1;
-        size_t size = strlen(text);
-        if (size <= 40)
-            memcpy(at, text, size);
-        PyMem_Free(text);
-        if (size > 40)
-            return -2;
-        at += size;
+        Py_ssize_t quick = finite ? short_g(x, precision, at) : -1;
+        if (quick >= 0) {
+            at += quick;
+        } else {
+            /* what `fmt % x` calls: Python's own float formatter; repr's call for NaN and the infinities */
+            char *text = finite ? PyOS_double_to_string(x, 'g', precision, 0, NULL)
+                                : PyOS_double_to_string(x, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+            if (text == NULL)
+                return -1;
+            size_t size = strlen(text);
+            if (size <= 40)
+                memcpy(at, text, size);
+            PyMem_Free(text);
+            if (size > 40)
+                return -2;
+            at += size;
+        }
         if (finite) {
             memcpy(at, tail, tail_n);
             at += tail_n;
@@ -906,7 +1064,7 @@ static ColumnSet *column_set(ColumnSets *sets, PyObject *columns, PyObject *name
         return NULL;
     }
     ColumnSet *set = &sets->sets[sets->count++];
-    *set = (ColumnSet){columns, names, cells, width, {NULL, 0, 0}, member_ends, 1};
+    *set = (ColumnSet){columns, names, cells, width, {NULL, 0, 0}, member_ends, 1, 0};
     for (Py_ssize_t k = 0; k < width && set->plain; k++) {
         PyObject *name = PyTuple_GET_ITEM(names, k);
         int written = put_key(&set->members, name, 0);
@@ -917,6 +1075,8 @@ static ColumnSet *column_set(ColumnSets *sets, PyObject *columns, PyObject *name
         set->plain = written == 0 && name != grad_key && name != name_key && PyUnicode_Compare(name, grad_key) != 0
                      && PyUnicode_Compare(name, name_key) != 0;
         member_ends[k] = set->members.size;
+        if (set->plain)
+            set->lengths |= 1ULL << (PyUnicode_GET_LENGTH(name) % 64);
     }
     for (Py_ssize_t k = 0; k < width; k++) {
         PyObject *column = PyList_GET_ITEM(columns, k);
@@ -1012,6 +1172,21 @@ static PyObject *cell_text(const Extra *x, Py_ssize_t pos, PyObject *text) {
     return PyUnicode_FromStringAndSize(chars, size);
 }
 
+/* Whether `key` is one of the (plain) set's names. */
+static int is_name(const ColumnSet *set, PyObject *key) {
+    if (!PyUnicode_CheckExact(key))
+        return 0;  /* no str: put_key refuses it */
+    Py_ssize_t length = PyUnicode_GET_LENGTH(key);
+    if (!((set->lengths >> (length % 64)) & 1))
+        return 0;
+    for (Py_ssize_t k = 0; k < set->width; k++) {
+        PyObject *name = PyTuple_GET_ITEM(set->names, k);
+        if (name == key || (PyUnicode_GET_LENGTH(name) == length && PyUnicode_Compare(name, key) == 0))
+            return 1;
+    }
+    return 0;
+}
+
 /* A tensor's description (one with a Max) whose extra columns `x` (NULL: none) are all new keys, written
  * straight from its fields: 0, 1 (nothing written) for any other description, -1/-2 as put_field. */
 static int put_tensor(Buffer *b, PyObject *value, const Extra *x, Floats *f) {
@@ -1022,11 +1197,6 @@ static int put_tensor(Buffer *b, PyObject *value, const Extra *x, Floats *f) {
     Py_ssize_t pos = 0;
     if (x != NULL && x->set != NULL && !x->set->plain)
         return 1;
-    while (x != NULL && x->set != NULL && pos < x->set->width) {  /* the names checked once per set */
-        int clash = PyDict_Contains(value, PyTuple_GET_ITEM(x->names, pos++));
-        if (clash != 0)
-            return clash < 0 ? -1 : 1;
-    }
     while (x != NULL && x->set == NULL && next_extra(x, &pos, &key, &item)) {
         if (!PyUnicode_CheckExact(key))
             return 1;
@@ -1034,9 +1204,16 @@ static int put_tensor(Buffer *b, PyObject *value, const Extra *x, Floats *f) {
         if (clash != 0 || PyUnicode_Compare(key, grad_key) == 0 || PyUnicode_Compare(key, name_key) == 0)
             return clash < 0 ? -1 : 1;
     }
+    Py_ssize_t start = b->size;
+    Floats floats_at_start = *f;
     int status = put(b, "{", 1), grad = 0, name = 0;
     pos = 0;
     for (int first = 1; status == 0 && PyDict_Next(value, &pos, &key, &item); first = 0) {
+        if (x != NULL && x->set != NULL && is_name(x->set, key)) {
+            b->size = start;  /* a field a metric overrides: written through format_value's dict */
+            *f = floats_at_start;
+            return 1;
+        }
         grad |= key == grad_key;  /* interned: the dump's keys usually are the same object */
         name |= key == name_key;
         status = put_key(b, key, first);
