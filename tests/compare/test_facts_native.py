@@ -172,7 +172,7 @@ def test_the_c_leaves_are_the_python_ones():
     assert leaves_native is not None
     rng = random.Random(7)
     for _ in range(2000):
-        layout, pairs, _, (target, bench) = _entry(rng)
+        _, pairs, _, (target, bench) = _entry(rng)
         signature = tuple((f".{ROLES[i % 3]}.{i}", npu.role, npu.type, npu.dtype, npu.shape, npu.requires_grad,
                            None if rng.random() < 0.8 else "arg") for i, (npu, _) in enumerate(pairs))
         ours = leaves_native("E", signature, target, columnar.TensorMeta)

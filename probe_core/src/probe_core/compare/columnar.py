@@ -170,7 +170,7 @@ except ImportError:  # built without a C compiler
 else:
     _flat_native.configure(tuple(section for section, _, _ in SECTIONS), TENSOR_KEYS, ARGUMENT_KEYS)
     _flat = _flat_native.flat
-    _leaves_native = getattr(_flat_native, "leaves", None)  # None: an extension built before it had leaves()
+    _leaves_native = _flat_native.leaves
 
 
 def _same_numbers(ours: tuple, theirs: tuple) -> bool:
