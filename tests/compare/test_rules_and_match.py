@@ -312,3 +312,74 @@ def test_a_call_made_once_more_shifts_nothing_elsewhere_in_the_call_tree():
     assert by_tree["Module.l1.Block.forward.0"] == "Module.l1.Block.forward.0"
     by_name = dict(pairs(match_entries(target, bench, target_parents=target_parents, bench_parents=bench_parents)))
     assert by_name["Tensor.add.1.forward"] == "Tensor.add.1.forward"        # msprobe's: layer 0 meets layer 1
+
+
+def _model_names(rng: random.Random, layers: int) -> tuple[list[str], dict[str, str]]:
+    """A step's entry names as a recorder writes them (a module's forward after its calls, then backwards,
+    parameter gradients), and construct.json's parents."""
+    names, parents, counts = [], {}, {}
+
+    def call(api: str, parent: str | None, direction: str = "forward") -> str:
+        counts[(api, direction)] = counts.get((api, direction), -1) + 1
+        name = f"{api}.{counts[(api, direction)]}.{direction}"
+        names.append(name)
+        if parent is not None:
+            parents[name] = parent
+        return name
+
+    forwards = []
+    for layer in range(layers):
+        module = f"Module.l{layer}.Block.forward.0"
+        for _ in range(rng.randint(1, 3)):
+            forwards.append(call(rng.choice(["Tensor.add", "Functional.linear", "Torch.matmul"]), module))
+        names.append(module)
+    for layer in reversed(range(layers)):
+        module = f"Module.l{layer}.Block.backward.0"
+        for forward in [f for f in forwards if parents.get(f) == f"Module.l{layer}.Block.forward.0"][::-1]:
+            api = forward.rsplit(".", 2)[0]
+            call(api, module if rng.random() < 0.7 else None, "backward")
+        names.append(module)
+        names.append(f"Module.l{layer}.Block.parameters_grad")
+    return names, parents
+
+
+def test_pairing_by_place_is_the_keys_pairing_whatever_the_names():
+    """The matcher pairs by place while the target's names come as the bench's (no key made); where they part
+    (a call more or less, a renamed call, a name twice, on one side or both, other parents) it goes on by keys. Over seeded cases,
+    by name and by the call tree, its pairs are those of the keys alone."""
+    from probe_core.compare.match import Matcher
+
+    def matched(target, bench, tp, bp, fuzzy, keys_only):
+        matcher = Matcher(bench, bench_parents=bp, target_parents=tp, fuzzy=fuzzy)
+        if keys_only:
+            matcher._by_keys_from_here()
+        found = [(name, None if (ref := matcher.match(name)) is None else ref.name) for name in target]
+        return found, [ref.name for ref in matcher.unmatched_bench()]
+
+    rng = random.Random(36)
+    edits = ["same", "insert", "delete", "rename", "twice", "twice on both sides", "parents", "tail"]
+    for case in range(300):
+        bench_names, bench_parents = _model_names(rng, rng.randint(1, 4))
+        target_names, target_parents = list(bench_names), dict(bench_parents)
+        edit = edits[case % len(edits)]
+        at = rng.randrange(len(target_names))
+        if edit == "insert":
+            target_names.insert(at, "Tensor.add.9.forward")
+        elif edit == "delete":
+            del target_names[at]
+        elif edit == "rename":
+            target_names[at] = target_names[at].replace("Tensor.add", "Tensor.sub")
+        elif edit == "twice":
+            target_names.insert(at, target_names[at])
+        elif edit == "twice on both sides":  # a dump.json that holds a key twice
+            target_names.insert(at, target_names[at])
+            bench_names = list(target_names)
+        elif edit == "parents" and target_parents:
+            target_parents.pop(rng.choice(sorted(target_parents)))
+        elif edit == "tail":
+            target_names = target_names[:at]
+        target, bench = refs(target_names), refs(bench_names)
+        for fuzzy in (True, False):
+            fast = matched(target_names, bench, target_parents, bench_parents, fuzzy, False)
+            slow = matched(target_names, bench, target_parents, bench_parents, fuzzy, True)
+            assert fast == slow, (case, edit, fuzzy)

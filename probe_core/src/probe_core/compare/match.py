@@ -119,26 +119,48 @@ class Matcher:
                  name_map: NameMap | None = None) -> None:
         active = name_map is not None and name_map.active
         self.bench = bench
-        target_names = list(target_names)
-        self.target_keyer = _Keyer(target_names, target_parents or {}, name_map if active else None, active, False)
-        self.target_tree = _Keyer(target_names, target_parents or {}, name_map if active else None, active, True) \
-            if fuzzy else None
-        bench_keyer = _Keyer((), bench_parents or {}, None, active, False)
-        bench_tree = _Keyer((), bench_parents or {}, None, active, True) if fuzzy else None
+        self._made = (bench_parents or {}, target_parents or {}, list(target_names), fuzzy,
+                      name_map if active else None)
+        self.used: set[int] = set()
+        # the common case: the target's names come as the bench's, one by one, under the same call tree (or by
+        # name, where the tree is not read); every key then pairs an entry with the bench's entry at its place,
+        # and no key is made until a name differs (or comes twice, which keys pair otherwise)
+        self._fed: list[str] | None = [] if not active and (not fuzzy or self._made[0] == self._made[1]) else None
+        self._seen: set[str] = set()
+        if self._fed is None:
+            self._keys()
+
+    def _keys(self) -> None:
+        """Make both sides' keyers and index the bench by key."""
+        bench_parents, target_parents, target_names, fuzzy, name_map = self._made
+        drop_class = name_map is not None
+        self.target_keyer = _Keyer(target_names, target_parents, name_map, drop_class, False)
+        self.target_tree = _Keyer(target_names, target_parents, name_map, drop_class, True) if fuzzy else None
+        bench_keyer = _Keyer((), bench_parents, None, drop_class, False)
+        bench_tree = _Keyer((), bench_parents, None, drop_class, True) if fuzzy else None
         self.by_key: dict[tuple, EntryRef] = {}
         self.by_tree: dict[tuple, EntryRef] = {}
-        for ref in bench:  # by tree: forward entries by their tree keys, the others by name keys
+        for ref in self.bench:  # by tree: forward entries by their tree keys, the others by name keys
             if bench_tree is not None and _by_tree(ref.name):
                 self.by_tree.setdefault(bench_tree.tree_key(ref.name), ref)
             else:
                 self.by_key.setdefault(bench_keyer.key(ref.name), ref)
-        self.entries = name_map.entries if active else {}  # -dm: named pairs win over keys
-        self.by_name = {ref.name: ref for ref in bench} if self.entries or fuzzy else {}
+        self.entries = name_map.entries if name_map is not None else {}  # -dm: named pairs win over keys
+        self.by_name = {ref.name: ref for ref in self.bench} if self.entries or fuzzy else {}
         self.forward_of: dict[str, str] = {}  # target API forward -> the bench forward it paired with
-        self.used: set[int] = set()
 
     def match(self, name: str) -> EntryRef | None:
         """The bench entry for the next target entry ``name``, or ``None``."""
+        fed = self._fed
+        if fed is not None:
+            at = len(fed)
+            if at < len(self.bench) and self.bench[at].name == name and name not in self._seen:
+                fed.append(name)
+                self._seen.add(name)
+                ref = self.bench[at]
+                self.used.add(ref.index)
+                return ref
+            self._by_keys_from_here()
         tree = self.target_tree is not None and _by_tree(name)
         key = self.target_tree.tree_key(name) if tree else self.target_keyer.key(name)  # (each side's counters
         if name in self.entries:                                                       # follow its entries)
@@ -156,6 +178,15 @@ class Matcher:
             return None
         self.used.add(other.index)
         return other
+
+    def _by_keys_from_here(self) -> None:
+        """Leave the pairing by place: make the keys, and feed the names paired so far through them (they pair
+        with the same bench entries, and leave each side's counters as the names after them need)."""
+        fed, self._fed = self._fed or [], None
+        self._keys()
+        self.used = set()
+        for name in fed:
+            self.match(name)
 
     def unmatched_bench(self) -> list[EntryRef]:
         """Bench entries no target entry took, in bench order."""
