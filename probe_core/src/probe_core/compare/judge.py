@@ -544,7 +544,6 @@ def judge_step(facts: Sequence[EntryFacts], step: int, baseline: float | None = 
     """Judge one step (``facts`` in execution order); ``baseline`` is the largest loss discrepancy of the
     clean steps before it (``None`` at the first step); ``reference`` the rank's noise as benign runs show it."""
     parents = _parents(facts)
-    by_name = {f.name: f for f in facts}
     usual = _usual_dtype(facts)
     inside: dict[str, float] = {}      # module -> coarsest roundoff of anything inside it
     inside_err: dict[str, float] = {}  # module -> the worst output error of anything inside it
@@ -597,7 +596,7 @@ def judge_step(facts: Sequence[EntryFacts], step: int, baseline: float | None = 
                               f"step runs in {usual[0]} ({f.worst_input or f.worst_output}): a precision the bench "
                               "does not have", "precision", _over(f.inputs + f.outputs, carried + usual[1]))
         carries = max(f.in_err, f.param_err, context, within)
-        limit = _limit(reference, "out", f.name, carries + u)
+        limit = ADDS_ERROR * (carries + u) if reference is None else _limit(reference, "out", f.name, carries + u)
         if f.parent == OPTIMIZER_NODE and reference is None:  # AdamW divides by sqrt(v) + eps: noise in gradients
             limit = max(limit, DECISIVE * (carries + u))  # near zero comes out many times larger, bug or none
         if f.out_err > 0 and f.out_err > limit:
@@ -606,9 +605,9 @@ def judge_step(facts: Sequence[EntryFacts], step: int, baseline: float | None = 
                 f"carries (inputs {f.in_err:.3g}, parameters {f.param_err:.3g}, roundoff {u:.3g})", "adds error",
                 tuple(pos for pos, err in f.outputs if err > limit))
         came_in = max(f.in_err, f.param_err)
-        if outside is None and came_in > 0 and came_in > _limit(reference, "came_in", f.name, carried + u) \
-                and not errors and not ruled:
-            outside = _explain(f, step, by_name, last_target_only, facts, bench_only)
+        if outside is None and came_in > 0 and not errors and not ruled \
+                and came_in > _limit(reference, "came_in", f.name, carried + u):
+            outside = _explain(f, step, {e.name: e for e in facts}, last_target_only, facts, bench_only)
             if outside.index == f.index:  # its own differing inputs and parameters are the rows to read
                 outside.rows = _over(f.inputs, carried + u)
             decisive = outside.kind != "parameters" and reference is None and f.in_err > DECISIVE * (carried + u)
@@ -688,6 +687,8 @@ def _api(name: str) -> str | None:
 def _unpaired_calls(errors: dict[int, Finding], facts: Sequence[EntryFacts]) -> None:
     """A rule's error (requires_grad, shape, dtype) at a call of an API that one side called more often in the
     step: calls are paired by their count, so the pair may be two different calls. Said so in its reason."""
+    if not errors:
+        return
     extra = Counter((_api(f.name), f.side) for f in facts if f.side is not None)
     if not extra:
         return
@@ -705,6 +706,8 @@ def _unpaired_calls(errors: dict[int, Finding], facts: Sequence[EntryFacts]) -> 
 def _updates(errors: dict[int, Finding], facts: Sequence[EntryFacts], step: int) -> None:
     """Findings at the optimizer's own calls (recorded under msprobe's ``optimizer`` node) are the update of
     the step: said so, with what the call found."""
+    if not errors:
+        return
     inside = {f.index for f in facts if f.parent == OPTIMIZER_NODE}
     for index, finding in errors.items():
         if index in inside and finding.kind in ("adds error", "rules", "inputs"):
