@@ -101,7 +101,9 @@ static int number(Scan *c, Py_ssize_t *a, int *integer) {
     *a = c->p;
     *integer = 0;
     static const char *words[] = {"NaN", "Infinity", "-Infinity"};
-    for (int i = 0; i < 3; i++) {
+    unsigned char first = c->p < c->n ? c->s[c->p] : 0;
+    int word = first == 'N' || first == 'I' || (first == '-' && c->p + 1 < c->n && c->s[c->p + 1] == 'I');
+    for (int i = 0; word && i < 3; i++) {
         Py_ssize_t len = (Py_ssize_t)strlen(words[i]);
         if (c->n - c->p >= len && memcmp(c->s + c->p, words[i], len) == 0) {
             c->p += len;
@@ -273,9 +275,9 @@ static int leaf(Scan *c) {
     Py_ssize_t a, b;
     if (!take(c, '{') || !key(c, "type") || !string(c, &a, &b, 0) || !take(c, ','))
         return 0;
-    blank(c);
-    Py_ssize_t at = c->p;
-    if (key(c, "value")) {
+    if (!string(c, &a, &b, 1) || !take(c, ':'))
+        return 0;
+    if (b - a == 5 && memcmp(c->s + a, "value", 5) == 0) {
         if (!statistic(c, 0))
             return 0;
         PyObject *value = PyList_GET_ITEM(c->stats, PyList_GET_SIZE(c->stats) - 1);
@@ -286,8 +288,8 @@ static int leaf(Scan *c) {
             }
         return take(c, '}');
     }
-    c->p = at;
-    if (!key(c, "dtype") || !string(c, &a, &b, 0) || !take(c, ',') || !key(c, "shape") || !take(c, '['))
+    if (b - a != 5 || memcmp(c->s + a, "dtype", 5) != 0 || !string(c, &a, &b, 0) || !take(c, ',')
+        || !key(c, "shape") || !take(c, '['))
         return 0;
     if (!take(c, ']')) {
         do {
