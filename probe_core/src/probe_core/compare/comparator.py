@@ -60,9 +60,10 @@ from probe_core.plugins import ProbeWarning
 LEVELS = ("warning", "error")
 
 
-@dataclass
+@dataclass(slots=True)
 class LeafPair:
-    """One row to compare: the target (``npu``) and bench leaves and, when saved, their tensor files."""
+    """One row to compare: the target (``npu``) and bench leaves and, when saved, their tensor files (a row's
+    own state, such as a loaded tensor, goes in :attr:`cache`: a pair takes no other attribute)."""
 
     entry: str
     npu: TensorMeta
@@ -124,7 +125,6 @@ class LoadedComparator:
         """The comparator's verdict on one row, checked (``None`` once it has failed)."""
         if self.failed or self.judge is None:
             return None
-        where = (row.npu or row.bench).name
         try:
             verdict = self.judge(row)
             if verdict is None:
@@ -136,7 +136,7 @@ class LoadedComparator:
         except Exception as exc:
             if isinstance(exc, ProbeError):
                 raise
-            self._fail("judge", where, exc)
+            self._fail("judge", (row.npu or row.bench).name, exc)
             return None
 
     def _fail(self, method: str, where: str, exc: Exception) -> None:
