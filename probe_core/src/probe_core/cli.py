@@ -269,8 +269,9 @@ def _stderr():
     return Console(stderr=True)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; return the exit code."""
+def main(argv: Sequence[str] | None = None, *, process_ends: bool = False) -> int:
+    """Run the CLI; return the exit code. ``process_ends``: the process ends right after the command (the console
+    script), which the command reads as ``args.process_ends``: what it built may be left to the exit, not freed."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv == ["--version"]:  # what the parser would print, without loading the plugins that build it
         print(f"probe {probe_core.__version__}")
@@ -293,7 +294,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not getattr(args, "_run", None):
             parser.print_help()
             return 0
-        args.registry = registry
+        args.registry, args.process_ends = registry, process_ends
         return int(args._run(args) or 0)
     except ProbeError as exc:
         if debug:
@@ -311,7 +312,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run() -> None:
     """Console-script entry point."""
-    code = main()
+    code = main(process_ends=True)
     if _command_of(sys.argv[1:]) != "run":
         # The command's objects die with the process: spare the garbage collector's last pass over them at exit
         # (0.1 s after a 20k-node graph). Not after `probe run`, whose script's objects may need their finalizers.

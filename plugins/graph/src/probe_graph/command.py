@@ -131,7 +131,8 @@ def run(args: argparse.Namespace) -> int:
                            tensor_log=args.tensor_log, progress_log=args.progress_log, noise_reference=reference,
                            ranks=selection(args.rank), steps=selection(args.step))
     path, summaries = run_graph(target, bench, Path(args.output), options, executor=choice,
-                                registry=args.registry, progress=not (args.progress_log or args.tensor_log))
+                                registry=args.registry, progress=not (args.progress_log or args.tensor_log),
+                                process_ends=getattr(args, "process_ends", False))
     print_summary(summaries, str(path), bench is not None)
     return 0
 

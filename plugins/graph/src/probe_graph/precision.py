@@ -17,7 +17,6 @@ metrics show beside its tensor.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +73,7 @@ def score_graphs(target: Graph, bench: Graph, mode: DataMode | None, comparators
     facts: list[EntryFacts] = []
     target_dump, bench_dump = _dump(target), _dump(bench)
     columnar = ColumnarCompare(mode, comparators, rules) if mode is not None else None
-    nodes = sorted(target.nodes.values(), key=attrgetter("order"))
+    nodes = list(target.walk())  # in order (Graph.renumber numbers the walk): no sort
     try:
         for start in range(0, len(nodes), NODES_CHUNK):
             chunk = nodes[start:start + NODES_CHUNK]
@@ -82,7 +81,7 @@ def score_graphs(target: Graph, bench: Graph, mode: DataMode | None, comparators
                      if node.matched is not None and _has_tensors(node)} if mode is not None else {}
             found = columnar.compare_entries(list(pairs.values())) if columnar else []
             plain = {name: one for name, one in zip(pairs, found) if one is not None}
-            metrics.update(_metric_values(plain))
+            metrics.update(_metric_values(plain, mode))  # type: ignore[arg-type]
             for node in chunk:
                 _score(node, mode, comparators, rules, pairs.get(node.name), plain.get(node.name), metrics, facts)
     finally:
@@ -99,7 +98,7 @@ def _bench_only_facts(bench: Graph, mode: DataMode) -> Iterator[EntryFacts]:
     side ``bench``, index ``-1 - k`` where ``k`` counts the bench's judged nodes (paired or not) before it in the
     bench's order, so the judge puts each where the bench made it."""
     judged = 0
-    for node in sorted(bench.nodes.values(), key=attrgetter("order")):
+    for node in bench.walk():  # in order
         other = node.matched
         if other is None and (node.inputs or node.outputs):
             parent = node.parent.name if node.parent is not None else None
@@ -143,20 +142,29 @@ def _score(node: Node, mode: DataMode | None, comparators: Sequence[LoadedCompar
     node.precision_index = other.precision_index = INDEX_OF.get(verdict, PASS_INDEX)
 
 
-def _metric_values(plains: dict[str, Plain]) -> Iterator[tuple[str, MetricValues]]:
-    """Each plain entry's metrics, shown when its row is written (:class:`~probe_graph.vis_db.MetricValues`):
-    :attr:`Plain.metrics`, each chunk's columns zipped into rows once."""
-    chunk_rows: dict[int, list[tuple]] = {}
+def _metric_values(plains: dict[str, Plain], mode: DataMode) -> Iterator[tuple[str, NodeMetrics]]:
+    """Each plain entry's shown metrics: where the mode has ``shown_columns``, as (shown names, {tensor key: row},
+    shown columns), the columns made once per compare chunk (the writer formats each set once per chunk of rows:
+    :data:`NODES_CHUNK` divides :data:`~probe_graph.vis_db.ROWS_CHUNK`, and both walk the nodes in order);
+    else as :class:`~probe_graph.vis_db.MetricValues`, shown when its row is written."""
+    made: dict[int, tuple[list[tuple], Any]] = {}  # by chunk: its rows, and its shown names and columns or None
     for name, plain in plains.items():
         chunk = plain.chunk
         names = chunk.names  # Plain.names and Plain.count read straight: two Python calls less per node
         if not names:
             continue
-        rows = chunk_rows.get(id(chunk))
-        if rows is None:
-            rows = chunk_rows[id(chunk)] = list(zip(*(chunk.columns[column] for column in names)))
+        found = made.get(id(chunk))
+        if found is None:
+            rows = list(zip(*(chunk.columns[column] for column in names)))
+            shown = mode.shown_columns(names, rows)
+            found = made[id(chunk)] = rows, shown and (shown[0], list(shown[1]))  # one list: formatted once
+        rows, shown = found
         start, suffixes = plain.start, plain.rows.suffixes
-        yield name, MetricValues(names, list(map(plain.name.__add__, suffixes)), rows[start:start + len(suffixes)])
+        keys = map(plain.name.__add__, suffixes)
+        if shown is not None:
+            yield name, (shown[0], dict(zip(keys, range(start, start + len(suffixes)))), shown[1])
+        else:
+            yield name, MetricValues(names, list(keys), rows[start:start + len(suffixes)])
 
 
 def _shown(rows: Sequence[Any], mode: DataMode) -> dict[str, dict[str, Any]]:

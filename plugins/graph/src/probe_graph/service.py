@@ -9,6 +9,7 @@ summary.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
 import sys
 import time
@@ -165,11 +166,13 @@ def plan_jobs(target_path: str | Path, bench_path: str | Path | None, options: G
 
 def run_graph(target_path: str | Path, bench_path: str | Path | None, output_dir: str | Path,
               options: GraphOptions, *, workers: int = 1, registry: Any = None,
-              progress: bool = True, executor: ExecutorChoice | None = None) -> tuple[Path, list[GraphSummary]]:
+              progress: bool = True, executor: ExecutorChoice | None = None,
+              process_ends: bool = False) -> tuple[Path, list[GraphSummary]]:
     """Everything ``probe graph`` does but printing: returns the written file and the summaries.
 
     ``registry`` defaults to the process-wide one (:func:`probe_core.api.current_registry`); the graphs
     are built in ``workers`` local processes, or where ``executor`` says (``--executor``/``--scheduler``).
+    ``process_ends``: the caller ends the process next (the CLI): the graphs are never freed (:func:`_left_to_exit`).
     """
     executor = executor or ExecutorChoice("local", workers)
     if registry is None:
@@ -177,12 +180,12 @@ def run_graph(target_path: str | Path, bench_path: str | Path | None, output_dir
 
         registry = current_registry()
     with collector_paused(), output_folder(output_dir, flag="-o"):  # see run_job; the folder checked first
-        return _run_graph(target_path, bench_path, output_dir, options, executor, registry, progress)
+        return _run_graph(target_path, bench_path, output_dir, options, executor, registry, progress, process_ends)
 
 
 def _run_graph(target_path: str | Path, bench_path: str | Path | None, output_dir: str | Path,
                options: GraphOptions, executor: ExecutorChoice, registry: Any,
-               progress: bool) -> tuple[Path, list[GraphSummary]]:
+               progress: bool, process_ends: bool = False) -> tuple[Path, list[GraphSummary]]:
     jobs = plan_jobs(target_path, bench_path, options)
     results = _execute(jobs, options, executor, registry, progress)
     compare = bench_path is not None
@@ -211,9 +214,23 @@ def _run_graph(target_path: str | Path, bench_path: str | Path | None, output_di
     name = f"{'compare' if compare else 'build'}_{time.strftime('%Y%m%d%H%M%S')}.vis.db"
     parts = [rows for r in results for rows in r.rows]
     path = write_vis_db(Path(output_dir) / name, parts, config)  # {name}_1.vis.db, ... when another run holds it
-    for part in parts:
-        part.release()
-    return path, [r.summary for r in results if r.summary is not None]
+    summaries = [r.summary for r in results if r.summary is not None]
+    if process_ends:
+        _left_to_exit(results)
+    else:
+        for part in parts:
+            part.release()
+    return path, summaries
+
+
+def _left_to_exit(results: list[JobResult]) -> None:
+    """Leave the jobs' graphs (millions of objects: nodes, the dumps' entries, shown metrics) to the process's
+    end, which is next: never freed one by one nor scanned by the cyclic collector. Held in a cycle (unreachable
+    once this returns) and frozen (:func:`gc.freeze`: outside every collection, the last one at exit included),
+    with the collector still paused."""
+    held: list[Any] = [results]
+    held.append(held)
+    gc.freeze()
 
 
 def apply_verdicts(results: Sequence[JobResult], rules: str,
@@ -236,7 +253,7 @@ def apply_verdicts(results: Sequence[JobResult], rules: str,
                      if flags.get(name, index) is not None and flags.get(name, index) >= ERROR_AT) \
             if result.rows else result.summary.errors
         first = judgement.first.name if judgement.first is not None else None
-        result.summary = dataclasses.replace(result.summary, errors=errors, first_divergent=first, job_first=job_first)
+        result.summary = result.summary._replace(errors=errors, first_divergent=first, job_first=job_first)
 
 
 def _flag_indexes(findings: Iterable[Finding], facts: Sequence[EntryFacts]) -> dict[str, float]:

@@ -16,10 +16,9 @@ import json
 import os
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from probe_core.api import dumps, float_texts, Graph, GraphError, Node, NodeKind, tables_json, TensorTable
 
@@ -143,19 +142,20 @@ def _metric_dicts(metrics: tuple[tuple[str, ...], dict[str, int], list[ShownColu
     return {key: dict(zip(names, [column[row] for column in texts])) for key, row in rows.items()}
 
 
-@dataclass(slots=True)  # not frozen: a frozen dataclass is made at twice the cost, one per node
 class MetricValues:
     """A node's leaf metrics as values, shown as text (``DataMode.shown_rows``, a chunk of nodes at once) only
     when its row is made: ``names`` the metric names, ``keys`` each leaf's tensor key, ``values`` each leaf's
     values in ``names`` order. Far smaller than the text while the job's other graphs are built."""
 
-    names: tuple[str, ...]
-    keys: list[str]
-    values: list[tuple]
+    __slots__ = ("names", "keys", "values")
+
+    def __init__(self, names: tuple[str, ...], keys: list[str], values: list[tuple]) -> None:
+        self.names, self.keys, self.values = names, keys, values
 
 
-#: a node's shown metrics: {tensor key: {metric: text}}, or its values to format when its row is made
-NodeMetrics = dict[str, dict[str, Any]] | MetricValues
+#: a node's shown metrics: {tensor key: {metric: text}}, shown columns (:data:`TableMetrics`' tuple), or its
+#: values to format when its row is made
+NodeMetrics = dict[str, dict[str, Any]] | tuple[tuple[str, ...], dict[str, int], list[ShownColumn]] | MetricValues
 ShowRows = Callable[[Sequence[str], Sequence[Sequence[Any]]], list[dict[str, str]]]
 ShowColumns = Callable[[Sequence[str], Sequence[Sequence[Any]]], tuple[tuple[str, ...], list[ShownColumn]] | None]
 ROWS_CHUNK = 1024  # nodes whose rows are made at once
@@ -320,8 +320,7 @@ def graph_rows(graph: Graph, metrics: dict[str, NodeMetrics] | None = None, show
     return GraphRows(graph, metrics, show, columns)
 
 
-@dataclass(frozen=True)
-class VisConfig:
+class VisConfig(NamedTuple):  # not a frozen dataclass: made at import at a tenth of the cost
     """The ``tb_config`` row."""
 
     graph_type: str  # "build" or "compare"
