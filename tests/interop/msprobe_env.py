@@ -1,7 +1,8 @@
 """The real msprobe 26.2.0, in a virtual environment of its own beside the project's (never a dependency).
 
 ``msprobe_python()`` builds ``.venv-msprobe/`` at the repository root the first time a test asks for it
-(mindstudio-probe==26.2.0 with the same CPU torch 2.13.0 and mindspore 2.10.0 as the project's), then reuses it. Where it cannot be installed
+(mindstudio-probe==26.2.0 with the same CPU torch 2.13.0 and mindspore 2.10.0 as the project's, read from the
+project's venv), then reuses it. Where it cannot be installed
 (no package index), the tests that need it are skipped with pip's own words.
 """
 
@@ -32,14 +33,29 @@ def msprobe_python() -> tuple[str | None, str]:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if _stamp().exists():
             return str(python), ""
-        steps = [[sys.executable, "-m", "venv", "--clear", str(VENV)],
+        steps = [[sys.executable, "-m", "venv", "--clear", str(VENV)], _share_packages,
                  [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *PINS]]
         for step in steps:
-            done = subprocess.run(step, capture_output=True, text=True, timeout=1500)
+            done = subprocess.run(step, capture_output=True, text=True, timeout=1500) if isinstance(step, list) \
+                else step(python)
             if done.returncode != 0:
                 return None, f"cannot install msprobe for the interop tests: {(done.stderr or done.stdout)[-800:]}"
         _stamp().touch()
     return str(python), ""
+
+
+def _share_packages(python: Path) -> subprocess.CompletedProcess:
+    """Let the new venv read the project's packages after its own (a ``.pth`` file naming the project venv's
+    site-packages): pip then finds the same torch and mindspore there and installs msprobe and what else it
+    needs beside them, not a second copy of both frameworks (minutes of a fresh machine's test run). The venv's
+    own packages come first on its path, so a version msprobe pins wins over the project's."""
+    import sysconfig
+
+    ask = [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]
+    found = subprocess.run(ask, capture_output=True, text=True, timeout=120)
+    if found.returncode == 0:
+        Path(found.stdout.strip(), "project-packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return found
 
 
 def run_msprobe_python(python: str, *args: object, cwd: Path | None = None,
