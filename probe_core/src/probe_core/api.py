@@ -64,7 +64,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
                                  "roundoff"),
     "probe_core.compare.verdicts": ("StepFacts", "judge_job"),
     "probe_core.compare.reference": ("noise_references", "reference_pair"),
-    "probe_core.gcpause": ("collector_paused",),
+    "probe_core.gcpause": ("collector_paused", "left_to_exit"),
     "probe_core.dump.leaves": ("short_text",),
     "probe_core.dump": ("DumpEntry", "RankDump", "TensorMeta", "discover"),
     "probe_core.dump.order": ("RankAnomaly", "communication_positions", "concurrent_with", "first_across_ranks",

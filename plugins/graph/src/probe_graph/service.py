@@ -9,7 +9,6 @@ summary.
 from __future__ import annotations
 
 import dataclasses
-import gc
 import os
 import sys
 import time
@@ -20,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from probe_core.api import (collector_paused, DataMode, EntryFacts, ExecutorChoice, Finding, Graph, GraphError,
-                            job_executor, judge_job, Layout, load_comparators, load_mode, merge_side, NoiseReference,
-                            pair_mode, output_folder, registry_of, registry_ref, RegistryRef, run_jobs, StepFacts)
+                            job_executor, judge_job, Layout, left_to_exit, load_comparators, load_mode, merge_side,
+                            NoiseReference, pair_mode, output_folder, registry_of, registry_ref, RegistryRef, run_jobs,
+                            StepFacts)
 from probe_graph.export import export_dump
 from probe_graph.jobs import GraphJob, group_jobs
 from probe_graph.match import match_graphs
@@ -172,7 +172,8 @@ def run_graph(target_path: str | Path, bench_path: str | Path | None, output_dir
 
     ``registry`` defaults to the process-wide one (:func:`probe_core.api.current_registry`); the graphs
     are built in ``workers`` local processes, or where ``executor`` says (``--executor``/``--scheduler``).
-    ``process_ends``: the caller ends the process next (the CLI): the graphs are never freed (:func:`_left_to_exit`).
+    ``process_ends``: the caller ends the process next (the CLI): the graphs are never freed
+    (:func:`~probe_core.api.left_to_exit`).
     """
     executor = executor or ExecutorChoice("local", workers)
     if registry is None:
@@ -215,22 +216,12 @@ def _run_graph(target_path: str | Path, bench_path: str | Path | None, output_di
     parts = [rows for r in results for rows in r.rows]
     path = write_vis_db(Path(output_dir) / name, parts, config)  # {name}_1.vis.db, ... when another run holds it
     summaries = [r.summary for r in results if r.summary is not None]
-    if process_ends:
-        _left_to_exit(results)
+    if process_ends:  # the graphs (nodes, the dumps' entries, shown metrics) die with the process
+        left_to_exit(results)
     else:
         for part in parts:
             part.release()
     return path, summaries
-
-
-def _left_to_exit(results: list[JobResult]) -> None:
-    """Leave the jobs' graphs (millions of objects: nodes, the dumps' entries, shown metrics) to the process's
-    end, which is next: never freed one by one nor scanned by the cyclic collector. Held in a cycle (unreachable
-    once this returns) and frozen (:func:`gc.freeze`: outside every collection, the last one at exit included),
-    with the collector still paused."""
-    held: list[Any] = [results]
-    held.append(held)
-    gc.freeze()
 
 
 def apply_verdicts(results: Sequence[JobResult], rules: str,

@@ -145,7 +145,8 @@ def _run(args: argparse.Namespace) -> int:
         api_mapping=_path_or_flag(args.api_mapping), tensor_log=args.tensor_log, diff_analyze=args.diff_analyze,
         postprocess=_path_or_flag(args.postprocess),
         consistent_backend=(args.backend or "any") if args.consistent_check else None, rules=args.rules,
-        noise_reference=reference_pair(args.noise_reference, bench) if args.noise_reference else None)
+        noise_reference=reference_pair(args.noise_reference, bench) if args.noise_reference else None,
+        process_ends=getattr(args, "process_ends", False))
     summary = run_compare(options, args.registry)
     if not args.quiet:
         print_summary(summary)

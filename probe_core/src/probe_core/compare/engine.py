@@ -28,7 +28,7 @@ from probe_core.compare.verdicts import JobAnswer, StepFacts, first_of_job, judg
 from probe_core.dump import RankDump, discover
 from probe_core.dump.order import is_communication
 from probe_core.executor import ExecutorChoice, RegistryRef, job_executor, registry_of, registry_ref, run_jobs
-from probe_core.gcpause import collector_paused
+from probe_core.gcpause import collector_paused, left_to_exit
 from probe_core.outputs import output_folder, writing
 
 __all__ = ["CompareOptions", "RankResult", "compare_chain", "compare_chains", "compare_pairs", "pair_dumps",
@@ -121,7 +121,7 @@ def compare_chains(pairs: Sequence[tuple[RankDump, RankDump]], registry, options
     from rich.progress import Progress
 
     specs = [[(dump_spec(t), dump_spec(b)) for t, b in chain] for chain in chains.values()]
-    alone = dataclasses.replace(options, workers=1, progress=False)
+    alone = dataclasses.replace(options, workers=1, progress=False, process_ends=False)  # workers go on
     results = []
     with Progress(transient=True, disable=not options.progress) as bar, \
             job_executor(choice, len(specs)) as executor:
@@ -157,6 +157,8 @@ def _compare_chain(pairs: Sequence[tuple[RankDump, RankDump]], registry, options
     pending = compare_pairs(pairs, registry, options)
     steps = [StepFacts(item.step, item.rank, item.facts) for item in pending]
     judge_job(steps, options.rules, {pending[0].rank: reference} if reference is not None and pending else None)
+    if options.process_ends:  # every entry's facts: they die with the process
+        left_to_exit((pending, [step.facts for step in steps]))
     for item, judged in zip(pending, steps):
         if judged.judgement is not None:
             item.errors = judged.judgement.errors

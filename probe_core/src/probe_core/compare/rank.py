@@ -22,7 +22,7 @@ from probe_core.compare.postprocess import load_postprocess
 from probe_core.compare.rules import ERROR, PASS, UNMATCHED, WARNING, worst
 from probe_core.dump import RankDump
 from probe_core.errors import CompareError, ProbeError
-from probe_core.gcpause import collector_paused
+from probe_core.gcpause import collector_paused, left_to_exit
 from probe_core.modes import DataMode, pair_mode
 from probe_core.outputs import writing
 from probe_core.records import record
@@ -195,6 +195,8 @@ def _compare_ranks(target: RankDump, bench: RankDump, registry, options: Compare
         spool.close()
         target.close()
         bench.close()
+    if options.process_ends:  # the bench's index and compact forms, the matcher's tables: they die with the process
+        left_to_exit((bench_refs, columnar, job, outcomes))
     partial = [str(d.dump_file) for d in (target, bench) if d.header.get("partial") is True]
     sides = [(Path(d.dump_file), d.step, d.rank) for d in (target, bench)]
     return PendingRank(rank_label(target), target.step or 0, target.rank or 0, stem, columns, spool.path, facts,
