@@ -35,3 +35,29 @@ def test_the_cli_leaves_its_objects_to_the_exit_and_writes_what_an_in_process_co
     gc.collect()
     assert len(gc.get_objects()) < objects + 5000  # and nothing of the compare kept (a few caches grow)
     assert _csv(tmp_path / "cli") == _csv(tmp_path / "here")
+
+
+def test_only_a_single_pair_is_left_to_the_exit(tmp_path, monkeypatch):
+    """Over many pairs (steps or ranks) each pair's index and forms go once it is compared, as before: leaving
+    them all to the exit would pile them up in memory."""
+    import shutil
+
+    import probe_core.compare.engine as engine
+    import probe_core.compare.rank as rank
+    from probe_core.compare.options import CompareOptions
+    from probe_core.plugins import current_registry
+
+    left: list[object] = []
+    for module in (engine, rank):
+        monkeypatch.setattr(module, "left_to_exit", left.append)
+    for side in ("t", "b"):
+        for step in (0, 1):
+            shutil.copytree(DUMP, tmp_path / side / f"step{step}" / "rank0")
+
+    def compare(target: Path, bench: Path, out: str) -> int:
+        options = CompareOptions(target, bench, tmp_path / out, progress=False, process_ends=True)
+        engine.run_compare(options, current_registry())
+        return len(left)
+
+    assert compare(tmp_path / "t", tmp_path / "b", "two") == 0
+    assert compare(tmp_path / "t" / "step0" / "rank0", tmp_path / "b" / "step0" / "rank0", "one") == 2

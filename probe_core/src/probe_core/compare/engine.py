@@ -112,6 +112,8 @@ def compare_chains(pairs: Sequence[tuple[RankDump, RankDump]], registry, options
     machines, whatever the number of ranks. A single rank, or one process, runs here with a progress bar
     per step and ``--workers`` processes over its entries.
     """
+    if len(pairs) > 1 and options.process_ends:  # each pair's index and forms go once compared: what is left to
+        options = dataclasses.replace(options, process_ends=False)  # the exit must not pile up over many pairs
     chains: dict[int, list[tuple[RankDump, RankDump]]] = {}
     for target, bench in sorted(pairs, key=lambda p: (_rank(p[0]), _step(p[0]))):
         chains.setdefault(_rank(target), []).append((target, bench))

@@ -39,7 +39,7 @@ class CompareOptions:
     noise_reference: tuple[Path, Path] | None = None  # --noise-reference: a benign (target, bench) pair
     executor: str = "local"  # --executor: where the rank jobs run (probe_core.executor)
     scheduler: str | None = None  # --scheduler: the Dask scheduler's address
-    process_ends: bool = False  # the process ends after the compare (the CLI): its indexes and facts left to the exit
+    process_ends: bool = False  # the process ends after the compare (the CLI): one pair's index and facts left to it
     #: the result files written completely so far in this process (what a full disk keeps; not compared)
     written: list[str] = field(default_factory=list, compare=False, repr=False)
 
