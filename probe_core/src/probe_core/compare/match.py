@@ -13,7 +13,9 @@
   naming first, and module class names are left out of the match (paths are
   unique and classes differ between frameworks: ``Dense`` vs ``Linear``).
 
-Only names are used: matching never loads entry values.
+Only names are used: matching never loads entry values. Two dumps of the same code usually hold the same names
+in the same order under the same construct.json: every rule above then pairs each entry with the bench's entry at
+its place, so :class:`Matcher` pairs them so, and makes its keys only from the first name that differs.
 """
 
 from __future__ import annotations
