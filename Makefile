@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.probe-installed
 # needs numpy<2, pinned in the framework install step and in requirements-dev.txt.
 # Every distribution of this repository, installed editable in one pip call so local ones satisfy
 # each other's dependencies.
-DISTS := probe_core[dask] plugins/modes plugins/config_check plugins/parallel_merge plugins/acc_check plugins/monitor plugins/overflow_check plugins/merge_result plugins/data2db plugins/recover plugins/graph plugins/report plugins/locate probe_torch probe_mindspore
+DISTS := probe_core[dask] plugins/compare plugins/modes plugins/config_check plugins/parallel_merge plugins/acc_check plugins/monitor plugins/overflow_check plugins/merge_result plugins/data2db plugins/recover plugins/graph plugins/report plugins/locate probe_torch probe_mindspore
 
 .PHONY: demo test install clean gpu-check browser
 

@@ -5,12 +5,8 @@
 * the dump scanner (``probe_core.dump._scan``), which reads the flat entries of a statistics dump.json
   without building their values; without it every entry is decoded (``probe_core.dump.jsonstream``);
 * ``probe_core._reprs``, repr() of many floats at once from msgspec's text of them, and CSV rows joined from
-  columns of cells; without it each float is repr()'s (``probe_core.fastjson.float_texts``) and the rows are
-  joined by ``str.join`` (``probe_core.compare.output.join_rows``);
-* ``probe_core.compare._flat``, the compare's reader of a decoded flat entry into its compact form's key and
-  statistics; without it ``probe_core.compare.columnar._flat`` reads it in Python;
-* ``probe_core.compare._facts``, the judge's measure of a plain entry's discrepancies (its worst input, parameter
-  and output); without it ``probe_core.compare.judge._spread`` measures them in Python.
+  columns of cells (the compare's CSV), the graph viewer's input/output tables; without it each float is repr()'s (``probe_core.fastjson.float_texts``) and the rows are
+  joined by ``str.join`` (``probe-compare``'s ``output.join_rows``).
 
 Everything else is declared in pyproject.toml.
 """
@@ -22,8 +18,4 @@ setup(ext_modules=[
               optional=True),
     Extension("probe_core.dump._scan", ["src/probe_core/dump/_scan.c"], extra_compile_args=["-O2"], optional=True),
     Extension("probe_core._reprs", ["src/probe_core/_reprs.c"], extra_compile_args=["-O2"], optional=True),
-    Extension("probe_core.compare._flat", ["src/probe_core/compare/_flat.c"], extra_compile_args=["-O2"],
-              optional=True),
-    Extension("probe_core.compare._facts", ["src/probe_core/compare/_facts.c"], extra_compile_args=["-O2"],
-              optional=True),
 ])

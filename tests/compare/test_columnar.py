@@ -16,11 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import probe_core.compare.engine as engine
-import probe_core.compare.rank as rank
+import probe_compare.engine as engine
+import probe_compare.rank as rank
 from probe_core.api import ComparatorSpec, hookimpl
-from probe_core.compare.columnar import ColumnarCompare
-from probe_core.compare.engine import CompareOptions, run_compare
+from probe_compare.columnar import ColumnarCompare
+from probe_compare.engine import CompareOptions, run_compare
 from probe_core.plugins import load_registry
 from tests.compare.dumps import tiny_model_entries, write_dump
 
@@ -213,7 +213,7 @@ def _tricky_entries() -> list[tuple[str, dict]]:
 def test_the_flat_reader_gives_the_forms_of_the_full_walk():
     """Every entry of the fixtures, their mutated copies and the tricky entries gets the same compact form
     (the same signature object, the same statistics) as the full walk alone gives it, read in any order."""
-    from probe_core.compare.columnar import Forms
+    from probe_compare.columnar import Forms
 
     entries = _tricky_entries()
     for dump in DUMPS:
@@ -234,10 +234,10 @@ def test_plain_facts_say_what_the_row_path_says(tmp_path):
     output, made when first shown, read as the row path's texts, and a pickled one is that text."""
     import pickle
 
-    from probe_core.compare.comparator import load_comparators
-    from probe_core.compare.entries import compare_entry
-    from probe_core.compare.rank import detect_mode
-    from probe_core.compare.judge import Reason, plain_facts
+    from probe_compare.comparator import load_comparators
+    from probe_compare.entries import compare_entry
+    from probe_compare.rank import detect_mode
+    from probe_compare.judge import Reason, plain_facts
     from probe_core.dump.reader import RankDump
 
     registry = load_registry()
@@ -268,10 +268,10 @@ def test_plain_facts_of_a_sum_that_cancels_are_the_row_paths(tmp_path):
     """A bias gradient that cancels (0 in exact arithmetic, 1e-9 left of its 1e-3 terms) and differs by half on
     the other side: the columnar path measures it against its terms' magnitude from the statistics, as the
     row path does from the leaves, and both find roundoff, not an error."""
-    from probe_core.compare.comparator import load_comparators
-    from probe_core.compare.entries import compare_entry
-    from probe_core.compare.judge import plain_facts
-    from probe_core.compare.rank import detect_mode
+    from probe_compare.comparator import load_comparators
+    from probe_compare.entries import compare_entry
+    from probe_compare.judge import plain_facts
+    from probe_compare.rank import detect_mode
     from probe_core.dump.reader import RankDump
 
     grad = np.linspace(-1.0e-3, 1.4e-3, 64, dtype=np.float32)
@@ -294,7 +294,7 @@ def test_plain_facts_of_a_sum_that_cancels_are_the_row_paths(tmp_path):
 def test_rows_spooled_as_text_give_the_csv_of_rows_spooled_as_values(tmp_path, monkeypatch):
     """With the CSV alone, rows wait for the job's verdicts as CSV text (an entry a verdict changes is
     parsed back, marked and written again); with --xlsx they wait as values. Both CSVs are the same."""
-    from probe_core.compare import output
+    from probe_compare import output
 
     parsed, original = [], output.csv_rows
     monkeypatch.setattr(output, "csv_rows", lambda text: parsed.append(text) or original(text))
@@ -343,7 +343,7 @@ def test_csv_field_is_what_the_csv_writer_writes():
     import io
     import random
 
-    from probe_core.compare.output import csv_field
+    from probe_compare.output import csv_field
 
     rnd = random.Random(3)
     alphabet = 'ab ,"\r\n\t\'é;'
@@ -374,12 +374,12 @@ def test_join_rows_writes_what_the_csv_writer_writes(monkeypatch, native):
     run of rows is the text csv.writer writes for them."""
     import random
 
-    from probe_core.compare import output
+    from probe_compare import output
 
     if native:
-        assert output._reprs is not None  # probe-core was built with its C helper
+        assert output.native_join_rows is not None  # probe-core was built with its C helper
     else:
-        monkeypatch.setattr(output, "_reprs", None)
+        monkeypatch.setattr(output, "native_join_rows", None)
     rnd = random.Random(5)
     for alphabet in ('ab ,"\r\n.0', 'ab ,é"'):  # ASCII; and not (the C helper leaves that to Python)
         for _ in range(300):
@@ -391,7 +391,7 @@ def test_join_rows_writes_what_the_csv_writer_writes(monkeypatch, native):
             assert output.join_rows(columns, counts) == csv_writer_texts(rows, counts), (rows, counts)
     if native:
         with pytest.raises(ValueError):  # counts that do not sum to the rows
-            output._reprs.join_rows([["a", "b"]], [1])
+            output.native_join_rows([["a", "b"]], [1])
 
 
 @pytest.mark.parametrize("native", [True, False], ids=["C", "Python"])
@@ -400,12 +400,12 @@ def test_join_rows_writes_blocks_of_numbers_as_repr(monkeypatch, native):
     written as csv.writer writes repr of each, between text columns, without a str per number in C."""
     import random
 
-    from probe_core.compare import output
+    from probe_compare import output
 
     if native:
-        assert output._reprs is not None
+        assert output.native_join_rows is not None
     else:
-        monkeypatch.setattr(output, "_reprs", None)
+        monkeypatch.setattr(output, "native_join_rows", None)
     rnd = random.Random(11)
     specials = [0.0, -0.0, float("nan"), float("inf"), -float("inf"), 1e-05, 1e16, 1.5e+300, 5e-324, 0.0001,
                 123456789012345.6, 3, -7, 0, 2**63 - 1, 2**70, 0.1 + 0.2]
@@ -428,16 +428,16 @@ def test_join_rows_writes_blocks_of_numbers_as_repr(monkeypatch, native):
         assert output.join_rows(columns, counts) == csv_writer_texts(rows, counts), (rows, counts)
     if native:  # a block whose text is not its numbers, or of another number of rows
         with pytest.raises(ValueError):
-            output._reprs.join_rows([["a"], (b"[1.0,2.0]", [1.0], 1, "", None)], [1])
+            output.native_join_rows([["a"], (b"[1.0,2.0]", [1.0], 1, "", None)], [1])
         with pytest.raises(ValueError):
-            output._reprs.join_rows([["a"], (b"[1.0,2.0]", [1.0, 2.0], 1, "", None)], [1])
+            output.native_join_rows([["a"], (b"[1.0,2.0]", [1.0, 2.0], 1, "", None)], [1])
 
 
 def test_a_run_of_plain_entries_the_verdicts_name_is_written_entry_by_entry(tmp_path, monkeypatch):
     """With the CSV alone, consecutive plain entries are spooled as one run and written at once; a run that
     holds an entry the job's verdicts make an error is written entry by entry, that entry marked. The CSV is
     the row path's."""
-    from probe_core.compare import output
+    from probe_compare import output
 
     write_dump(tmp_path / "t" / "rank0", tiny_model_entries(1.01))
     write_dump(tmp_path / "b" / "rank0", tiny_model_entries())

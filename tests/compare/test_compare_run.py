@@ -12,7 +12,7 @@ import numpy as np
 import openpyxl
 import pytest
 
-from probe_core.compare.engine import CompareOptions, run_compare
+from probe_compare.engine import CompareOptions, run_compare
 from probe_core.errors import CompareError, DumpError
 from probe_core.plugins import load_registry
 from probe_core.specs import ComparatorSpec
@@ -42,7 +42,7 @@ def test_a_quiet_compare_does_not_import_the_progress_bar(tmp_path):
     proc = subprocess.run([sys.executable, "-X", "importtime", str(PROBE), "compare", "--quiet", str(target),
                            str(bench), "-o", str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "probe_core.compare.engine" in proc.stderr  # the import log is there
+    assert "probe_compare.engine" in proc.stderr  # the import log is there
     assert "rich.progress" not in proc.stderr
 
 
@@ -128,7 +128,7 @@ def test_identical_dumps_pass_and_workers_give_the_same_csv(tmp_path):
     target, bench = pair(tmp_path, "statistics", scale=1.0)
     one = compare(target, bench, tmp_path / "one")
     assert one["first_divergence"] is None and one["counts"]["error"] == one["counts"]["warning"] == 0
-    import probe_core.compare.chunks as chunks
+    import probe_compare.chunks as chunks
 
     old = chunks.CHUNK_ENTRIES
     chunks.CHUNK_ENTRIES = 2

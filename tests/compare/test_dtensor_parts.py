@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from probe_core.compare.rules import part_of_whole
+from probe_compare.rules import part_of_whole
 from probe_core.dump import TensorMeta
 from tests.compare.helpers import read_csv, read_summary, result_file, run_probe
 

@@ -1,4 +1,4 @@
-"""The C measure of a plain entry's discrepancies (probe_core.compare._facts) gives what judge._spread gives.
+"""The C measure of a plain entry's discrepancies (probe_compare._facts) gives what judge._spread gives.
 
 For the entries it takes (every discrepancy a finite float, no output measured against its inputs' magnitude)
 it must return judge._spread's tuple element for element and type for type (-0.0 included); for any other it
@@ -16,17 +16,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from probe_core.compare import columnar, judge
-from probe_core.compare.columnar import ColumnarCompare
-from probe_core.compare.comparator import load_comparators
-from probe_core.compare.judge import plain_facts
-from probe_core.compare.rank import detect_mode
+from probe_compare import columnar, judge
+from probe_compare.columnar import ColumnarCompare
+from probe_compare.comparator import load_comparators
+from probe_compare.judge import plain_facts
+from probe_compare.rank import detect_mode
 from probe_core.dump.reader import RankDump
 from probe_core.plugins import load_registry
 
 from tests.compare.dumps import write_dump
 
-native = pytest.importorskip("probe_core.compare._facts", reason="probe-core was built without a C compiler")
+native = pytest.importorskip("probe_compare._facts", reason="probe-core was built without a C compiler")
 
 ROLES = ("input", "parameters", "output")
 ODD = [math.nan, math.inf, -math.inf, 0, 3, 2 ** 60, True, None, "x"]
@@ -166,7 +166,7 @@ def test_facts_are_the_same_without_the_helper(tmp_path, monkeypatch):
 
 
 def test_the_c_leaves_are_the_python_ones():
-    """columnar._leaves by the C helper (probe_core.compare._flat.leaves): the same TensorMeta leaves, field for
+    """columnar._leaves by the C helper (probe_compare._flat.leaves): the same TensorMeta leaves, field for
     field, as the Python builds, tensors and arguments alike; other containers go to the Python."""
     leaves_native = columnar._leaves_native
     assert leaves_native is not None

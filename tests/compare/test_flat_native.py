@@ -1,4 +1,4 @@
-"""The C reader of flat entries (probe_core.compare._flat) gives what columnar._flat_python gives.
+"""The C reader of flat entries (probe_compare._flat) gives what columnar._flat_python gives.
 
 Both read a decoded dump.json entry into the key of its compact form's signature and its statistics, or
 ``None``. They are held to the same results, element for element and type for type (NaN, infinities and
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from probe_core.compare import columnar
+from probe_compare import columnar
 
-native = pytest.importorskip("probe_core.compare._flat", reason="probe-core was built without a C compiler")
+native = pytest.importorskip("probe_compare._flat", reason="probe-core was built without a C compiler")
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 DUMPS = sorted(FIXTURES.glob("msprobe_*/**/dump.json"))

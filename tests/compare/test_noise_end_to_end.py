@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from probe_core.compare.engine import CompareOptions, run_compare
+from probe_compare.engine import CompareOptions, run_compare
 from probe_core.plugins import load_registry
 
 from .helpers import PROBE, read_csv, read_summary, result_csv

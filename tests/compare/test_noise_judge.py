@@ -13,9 +13,9 @@ import math
 import numpy as np
 import pytest
 
-from probe_core.compare.judge import ADDS_ERROR, EntryFacts, NoiseReference, judge_step
-from probe_core.compare.rules import ERROR, PASS
-from probe_core.compare.verdicts import StepFacts, judge_job
+from probe_compare.judge import ADDS_ERROR, EntryFacts, NoiseReference, judge_step
+from probe_compare.rules import ERROR, PASS
+from probe_compare.verdicts import StepFacts, judge_job
 from probe_core.dump import TensorMeta
 from probe_modes.statistics import stats_discrepancy
 
@@ -151,7 +151,7 @@ def test_an_in_place_producer_is_named():
 def test_an_unchanged_input_from_a_getitem_names_no_in_place_call():
     """``criterion(model(x), y[step])``: the labels come unchanged from ``__getitem__`` (a dunder, not an in-place
     call), the logits differ because of calls not dumped; the answer is the loss's inputs, not the getitem."""
-    from probe_core.compare.judge import _in_place
+    from probe_compare.judge import _in_place
 
     assert _in_place("Tensor.add_.0.forward") and _in_place("Tensor.__iadd__.0.forward")
     assert not _in_place("Tensor.__getitem__.0.forward") and not _in_place("Torch.add.0.forward")
@@ -467,7 +467,7 @@ def test_entry_kind_is_the_last_direction_among_the_name_parts():
     quick look at the last two parts gives what the full split gives, on every name of up to five parts."""
     import itertools
 
-    from probe_core.compare.judge import _kind
+    from probe_compare.judge import _kind
 
     def by_split(name: str) -> str:
         if ".parameters_grad" in name:

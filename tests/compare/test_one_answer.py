@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from probe_core.compare.engine import CompareOptions, run_compare
+from probe_compare.engine import CompareOptions, run_compare
 from probe_core.plugins import load_registry
 from probe_graph.precision import ERROR_INDEX, PASS_INDEX, WARNING_INDEX
 from probe_graph.service import GraphOptions, run_graph

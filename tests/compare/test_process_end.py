@@ -42,9 +42,9 @@ def test_only_a_single_pair_is_left_to_the_exit(tmp_path, monkeypatch):
     them all to the exit would pile them up in memory."""
     import shutil
 
-    import probe_core.compare.engine as engine
-    import probe_core.compare.rank as rank
-    from probe_core.compare.options import CompareOptions
+    import probe_compare.engine as engine
+    import probe_compare.rank as rank
+    from probe_compare.options import CompareOptions
     from probe_core.plugins import current_registry
 
     left: list[object] = []

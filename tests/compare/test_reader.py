@@ -38,7 +38,7 @@ def test_entries_streamed_flat_are_the_entries_of_init_and_stay_frozen():
     makes of the same fields (the flat ones read back by their span), and as frozen."""
     import dataclasses
 
-    from probe_core.compare.columnar import Forms
+    from probe_compare.columnar import Forms
     from probe_core.dump import DumpEntry
 
     dump, forms = RankDump(PT_FILE), Forms()

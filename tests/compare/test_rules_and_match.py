@@ -7,10 +7,10 @@ import math
 import random
 import struct
 
-from probe_core.compare.mapping import NameMap, builtin_map, load_mapping
-from probe_core.compare.match import _Keyer, match_entries
-from probe_core.compare.judge import entry_facts, judge_step
-from probe_core.compare.rules import ERROR, PASS, WARNING, RowResult, _row_rules, api_op, judge_entry
+from probe_compare.mapping import NameMap, builtin_map, load_mapping
+from probe_compare.match import _Keyer, match_entries
+from probe_compare.judge import entry_facts, judge_step
+from probe_compare.rules import ERROR, PASS, WARNING, RowResult, _row_rules, api_op, judge_entry
 from probe_core.dump import EntryRef, TensorMeta
 from probe_core.dump.names import parse_entry_name
 from probe_modes.md5 import Md5Mode
@@ -347,7 +347,7 @@ def test_pairing_by_place_is_the_keys_pairing_whatever_the_names():
     """The matcher pairs by place while the target's names come as the bench's (no key made); where they part
     (a call more or less, a renamed call, a name twice, on one side or both, other parents) it goes on by keys. Over seeded cases,
     by name and by the call tree, its pairs are those of the keys alone."""
-    from probe_core.compare.match import Matcher
+    from probe_compare.match import Matcher
 
     def matched(target, bench, tp, bp, fuzzy, keys_only):
         matcher = Matcher(bench, bench_parents=bp, target_parents=tp, fuzzy=fuzzy)

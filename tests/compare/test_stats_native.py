@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from probe_core.api import largest
+from probe_compare.api import largest
 from probe_modes import statistics
 from probe_modes.statistics import StatColumns
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from probe_core.compare.output import print_summary
+from probe_compare.output import print_summary
 from probe_core.selection import SHOWN_ROWS, abridged, gaps
 from probe_graph.summary import GraphSummary
 from probe_graph.summary import print_summary as print_graph_summary

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from probe_core.compare.engine import CompareOptions, run_compare
+from probe_compare.engine import CompareOptions, run_compare
 from probe_core.plugins import load_registry
 
 from .helpers import read_csv, result_csv

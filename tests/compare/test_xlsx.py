@@ -7,7 +7,7 @@ import warnings
 
 import openpyxl
 
-from probe_core.compare.xlsx import StreamingXlsx, column_letter
+from probe_compare.xlsx import StreamingXlsx, column_letter
 
 
 def test_values_fills_frozen_header_and_sheet_split(tmp_path):

@@ -60,8 +60,8 @@ def test_probe_plugins_lists_builtins_and_third_party(plugin_site, plugins_json)
         == {"statistics", "md5", "tensor"}
     assert rows["parallel_merge"]["provides"] == {"graph_mergers": ["tp", "vpp", "pp"]}
     assert rows["run"]["builtin"] and rows["run"]["provides"] == {"commands": ["run"]}
-    assert rows["compare"]["builtin"] and rows["compare"]["provides"] == {"commands": ["compare"]}
-    moved = (("overflow-check", "probe-overflow-check", ["overflow-check"]),  # overflow_check: its alias
+    moved = (("compare", "probe-compare", ["compare"]),
+             ("overflow-check", "probe-overflow-check", ["overflow-check"]),  # overflow_check: its alias
              ("merge_result", "probe-merge-result", ["merge-result"]), ("recover", "probe-recover", ["recover"]),
              ("graph", "probe-graph", ["graph"]))
     for name, distribution, commands in moved:  # commands that left probe-core (issue 39)
@@ -308,7 +308,7 @@ def test_duplicate_command_names_are_an_error():
 
 
 def test_name_maps_one_plugin_per_pair_of_frameworks():
-    from probe_core.compare.mapping import NameMap, builtin_map
+    from probe_compare.mapping import NameMap, builtin_map
     from probe_core.specs import NameMapSpec
 
     def maps(name, *specs):
@@ -375,7 +375,7 @@ def test_a_command_imports_only_its_own_plugin_code():
             "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit): main(['compare', '--help'])\n"
             "print(sorted(m for m in sys.modules if m in {'probe_core.collect.session', 'probe_acc_check.command',"
             " 'probe_acc_check.standards', 'probe_config_check.dataset', 'probe_config_check.command',"
-            " 'probe_overflow_check.analyze', 'probe_core.compare.engine'}))")
+            " 'probe_overflow_check.analyze', 'probe_compare.engine'}))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]", done.stdout  # compare's own engine too: --help runs nothing
     code = code.replace("'compare', '--help'", "'check', '--help'")

@@ -5,9 +5,14 @@ public name resolves, docs/plugins.md lists them, and importing the API imports 
 from __future__ import annotations
 
 import ast
+import importlib
+import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
+
+import pytest
 
 import probe_core.api as api
 from tests.core.conftest import REPO
@@ -41,11 +46,23 @@ def test_plugins_import_only_the_public_api():
     assert private == [], "import these from probe_core.api:\n" + "\n".join(private)
 
 
-def test_every_public_name_resolves_and_is_documented():
+@pytest.mark.parametrize("surface", ["probe_core.api", "probe_compare.api", "probe_graph.api"])
+def test_every_public_name_resolves_and_is_documented(surface):
     docs = (REPO / "docs" / "plugins.md").read_text(encoding="utf-8")
-    for name in api.__all__:
-        assert getattr(api, name) is not None, name
-        assert f"`{name}`" in docs, f"docs/plugins.md does not document probe_core.api.{name}"
+    module = importlib.import_module(surface)
+    assert module.__all__
+    for name in module.__all__:
+        assert getattr(module, name) is not None, name
+        assert f"`{name}`" in docs, f"docs/plugins.md does not document {surface}.{name}"
+
+
+def test_a_name_that_moved_says_where_it_went():
+    with pytest.raises(AttributeError, match=r"probe_core\.api\.RowResult moved to probe_compare\.api.*probe-compare"):
+        api.RowResult  # noqa: B018
+    with pytest.raises(AttributeError, match=r"probe_core\.api\.Graph moved to probe_graph\.api"):
+        api.Graph  # noqa: B018
+    with pytest.raises(AttributeError, match="has no 'Nothing'"):
+        api.Nothing  # noqa: B018
 
 
 def test_importing_the_api_imports_no_framework():
@@ -58,7 +75,7 @@ def test_importing_the_api_imports_no_framework():
 def test_one_in_place_rule_for_collection_compare_and_pre_check():
     from probe_acc_check.cases import ApiCase
     from probe_core.api import is_inplace, writes_in_place
-    from probe_core.compare.judge import _in_place
+    from probe_compare.judge import _in_place
 
     expected = {"add_": True, "__iadd__": True, "__imatmul__": True, "__setitem__": True, "__invert__": False,
                 "__getitem__": False, "__index__": False, "add": False, "__add__": False, "relu_": True}
@@ -70,23 +87,33 @@ def test_one_in_place_rule_for_collection_compare_and_pre_check():
     assert is_inplace("Distributed.all_reduce", None) and is_inplace("Functional.relu", {"inplace": True})
 
 
+def _requires(folder: Path) -> set[str]:
+    """The distributions ``folder``'s pyproject.toml declares as dependencies (names only)."""
+    project = tomllib.loads((folder / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    return {re.split(r"[\s\[<>=!;~]", requirement, maxsplit=1)[0] for requirement in project["dependencies"]}
+
+
 def test_plugins_do_not_reach_into_each_other():
-    """A plugin distribution imports probe_core.api, its own package and libraries, never another plugin's
-    modules (the collectors' ``TrainerMon`` re-export of probe-monitor, a declared dependency, aside)."""
-    packages = {root.parent.name: {p.name for p in root.iterdir() if (p / "__init__.py").is_file()}
-                for root in [*REPO.glob("plugins/*/src"), REPO / "probe_torch" / "src", REPO / "probe_mindspore" / "src"]}
+    """A plugin distribution imports probe_core.api, its own package and libraries, and of another plugin
+    distribution only the public ``.api`` of one it declares as a dependency (``probe_compare.api`` of
+    probe-compare, ``probe_graph.api`` of probe-graph), never its private modules (the collectors' ``TrainerMon``
+    re-export of probe-monitor, a declared dependency, aside)."""
+    folders = [*REPO.glob("plugins/*"), REPO / "probe_torch", REPO / "probe_mindspore", *REPO.glob("examples/plugins/*")]
+    packages = {folder: {p.name for p in (folder / "src").iterdir() if (p / "__init__.py").is_file()}
+                for folder in folders if (folder / "src").is_dir()}
     ours = {name for names in packages.values() for name in names}
     found = []
     for folder, own in packages.items():
-        root = REPO / ("plugins/" + folder if (REPO / "plugins" / folder).is_dir() else folder) / "src"
-        for path in root.rglob("*.py"):
+        allowed = {f"{dist.replace('-', '_')}.api" for dist in _requires(folder)}
+        for path in (folder / "src").rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 module = node.module if isinstance(node, ast.ImportFrom) and not node.level else None
                 top = (module or "").split(".")[0]
-                if top in ours - own and not (module or "").startswith(("probe_monitor.torch_monitor",
-                                                                        "probe_monitor.mindspore_monitor")):
+                if top in ours - own and module not in allowed and not module.startswith(
+                        ("probe_monitor.torch_monitor", "probe_monitor.mindspore_monitor")):
                     found.append(f"{path.relative_to(REPO)}:{node.lineno}: {module}")
     assert found == [], "\n".join(found)
+    assert "probe_compare.api" in {f"{d.replace('-', '_')}.api" for d in _requires(REPO / "plugins" / "graph")}
 
 
 def test_the_core_imports_no_plugin():
@@ -169,11 +196,16 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def test_the_core_has_no_import_cycle_lazy_imports_included():
-    """No two modules of probe_core import each other, directly or around a loop, even inside functions (a lazy
-    import that hides a cycle is still one): each module sits above what it imports."""
+def test_the_core_and_the_pipelines_have_no_import_cycle_lazy_imports_included():
+    """No two modules of probe_core (nor of probe_compare, nor of probe_graph) import each other, directly or
+    around a loop, even inside functions (a lazy import that hides a cycle is still one): each module sits above
+    what it imports."""
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     graph = _module_graph(REPO / "probe_core" / "src" / "probe_core")
-    assert {"probe_core.compare.pairs", "probe_core.compare.output"} <= graph["probe_core.compare.engine"]
     assert "probe_core.dump._scan" in graph["probe_core.dump.jsonstream"]  # a lazy import of a compiled module
     assert _cycles(graph) == []
+    compare = _module_graph(REPO / "plugins" / "compare" / "src" / "probe_compare")
+    assert {"probe_compare.pairs", "probe_compare.output"} <= compare["probe_compare.engine"]
+    assert "probe_compare._facts" in compare["probe_compare.judge"]  # a lazy import of a compiled module
+    assert _cycles(compare) == []
+    assert _cycles(_module_graph(REPO / "plugins" / "graph" / "src" / "probe_graph")) == []

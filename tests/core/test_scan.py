@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from probe_core.compare.columnar import Forms
-from probe_core.compare.engine import CompareOptions, run_compare
+from probe_compare.columnar import Forms
+from probe_compare.engine import CompareOptions, run_compare
 from probe_core.dump import jsonstream
 from probe_core.dump.jsonstream import JsonStreamError, iter_object, scanning
 from probe_core.plugins import load_registry

@@ -13,7 +13,8 @@ import math
 import subprocess
 from pathlib import Path
 
-from probe_core.api import current_registry, judge_job, StepFacts
+from probe_compare.api import StepFacts, judge_job
+from probe_core.api import current_registry
 from probe_graph.service import GraphOptions, plan_jobs, run_job
 from tests.graph.helpers import only_db, PROBE, rows, run_probe
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from probe_core.graph import flatten
+from probe_graph import flatten
 from tests.graph.helpers import MS_DUMP, TORCH_DUMP
 
 pytestmark = pytest.mark.skipif(flatten.flatten_entry is flatten.python_flatten_entry,

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from probe_core.errors import GraphError
-from probe_core.graph.build import build_graph
-from probe_core.graph.merge import Layout, merge_side
+from probe_graph.build import build_graph
+from probe_graph.merge import Layout, merge_side
 from probe_core.plugins import PluginSelection, load_registry
 from probe_graph.source import discover, load_graph
 from probe_parallel_merge.shards import merge_shards, same

@@ -105,7 +105,7 @@ def test_format_tables_equals_format_table(pairs):
 def test_rows_order_and_links_follow_the_tree():
     """node_order is the post-order (children first, in call order) and matched_node_link the partner's path from
     the root, on a nested graph with a backward mirrored under its forward's parent and parameter gradients."""
-    from probe_core.api import build_graph
+    from probe_graph.api import build_graph
     from probe_graph.match import match_graphs
 
     construct = {"Module.a.A.forward.0": None, "Module.a.b.B.forward.0": "Module.a.A.forward.0",

@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from probe_core.api import build_graph
+from probe_graph.api import build_graph
 from probe_graph import vis_db
 
 TENSOR = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": 1.0, "Min": 0.0, "Mean": 0.5,

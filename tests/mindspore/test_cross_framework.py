@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from probe_core.compare.engine import CompareOptions, run_compare
+from probe_compare.engine import CompareOptions, run_compare
 from probe_core.plugins import load_registry
 
 from . import twins

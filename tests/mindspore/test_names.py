@@ -91,7 +91,7 @@ def test_stack_json_layout(fixture_net_dump):
 
 def test_probe_compare_against_msprobes_own_dump(fixture_net_dump, tmp_path):
     """Same network, seed and data as msprobe's run: every entry matches, every forward value agrees."""
-    from probe_core.compare.engine import CompareOptions, run_compare
+    from probe_compare.engine import CompareOptions, run_compare
     from probe_core.plugins import load_registry
 
     out = tmp_path / "out"

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 import pytest
-from probe_core.compare.rules import ERROR
+from probe_compare.rules import ERROR
 from probe_core.modes import DataMode
 from probe_core.specs import CheckerSpec, CheckRow, ComparatorSpec, DataModeSpec
 
@@ -106,7 +106,7 @@ def _steps(scale: float):
 def registry():
     from probe_core import testing
 
-    return testing.registry_with(BytesumPlugin(), names=["bytesum"], enable=["torch", "graph"])
+    return testing.registry_with(BytesumPlugin(), names=["bytesum"], enable=["torch", "compare", "graph"])
 
 
 def test_registry_holds_exactly_what_was_asked(registry):

@@ -35,7 +35,7 @@ _CACHE: dict[str, Path] = {}
 def _results() -> Path:
     """A real compare's per-rank results, CSV and XLSX, of two ranks (built once per process)."""
     if "results" not in _CACHE:
-        from probe_core.compare.engine import CompareOptions, run_compare
+        from probe_compare.engine import CompareOptions, run_compare
 
         root = Path(tempfile.mkdtemp(prefix="probe-fuzz-merge-"))
         atexit.register(shutil.rmtree, root, True)

@@ -97,7 +97,7 @@ def _registry() -> Any:
 
 
 def _compare(target: Path, bench: Path, out: Path, lenient: bool) -> None:
-    from probe_core.compare.engine import CompareOptions, run_compare
+    from probe_compare.engine import CompareOptions, run_compare
 
     run_compare(CompareOptions(target=target, bench=bench, output=out, lenient=lenient, xlsx=False,
                                progress=False), _registry())
@@ -374,7 +374,7 @@ def mappings(settings: Any) -> Callable[[], None]:
     @settings
     @given(mutated(base) | json_values.map(lambda v: json.dumps(v).encode()))
     def prop(data: bytes) -> None:
-        from probe_core.compare.mapping import load_mapping
+        from probe_compare.mapping import load_mapping
         from probe_graph.match import load_layer_mapping
 
         with tempfile.TemporaryDirectory() as tmp:

@@ -1353,7 +1353,7 @@ bad:
     return NULL;
 }
 
-/* flatten_entry(name, entry) -> (inputs, outputs): probe_core.graph.flatten.flatten_entry in C (the graph's
+/* flatten_entry(name, entry) -> (inputs, outputs): probe_graph.flatten.flatten_entry in C (the graph's
  * input/output tables, one pair per node: the most objects a graph load makes). Under each argument, a dict
  * with a "type" key is a description, kept at its dotted key; any other dict or a list/tuple is walked, each
  * item at key.sub; None keeps its slot as {"value": None}; the rest is dropped. */
@@ -1512,7 +1512,7 @@ static PyMethodDef methods[] = {
     {"tables_json", tables_json, METH_VARARGS, "tables_json(tables, extras[, floats]) -> the viewer's JSON text of "
                                                "each table: see the module's source"},
     {"flatten_entry", flatten_entry, METH_VARARGS, "flatten_entry(name, entry) -> (inputs, outputs): "
-                                                   "probe_core.graph.flatten's, in C"},
+                                                   "probe_graph.flatten's, in C"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -14,21 +14,22 @@ The families (see docs/plugins.md):
 - data modes and collectors: ``DataMode``, ``TensorOps``, ``CollectorBase``, ``PrecisionDebuggerBase``,
   ``start_script_collector``,
   the in-place and operator rules, seeding, the fused statistics kernel, run locks;
-- compare: ``LeafPair``, ``RowResult``, the verdicts ``PASS``/``WARNING``/``ERROR``, metric helpers, name maps
-  (``NameMap``, ``builtin_map``), XLSX results (``StreamingXlsx``, ``read_first_sheet``);
-- dumps: ``discover``, ``RankDump``, ``DumpEntry``, ``TensorMeta``, JSON reading and writing, the order of ranks
-  through communication, record journals;
-- graphs: ``Graph``, ``Node``, ``NodeKind`` and the entry-name helpers graph mergers use, ``build_graph``,
-  the parallel ``Layout`` and ``merge_side`` (the graph mergers run in order);
-- the compare pipeline (``probe graph`` scores its nodes with it): the row and columnar compare of one entry,
-  loaded comparators, the judge and its verdicts, noise references;
-- outputs and inputs: output folders (:mod:`probe_core.outputs`), bounded YAML, executors, id selections.
+- numbers: ``as_float``, ``relative_error``, ``cosine`` (comparators and checkers alike);
+- dumps: ``discover``, ``RankDump``, ``DumpEntry``, ``TensorMeta``, ``EntryRef``, entry names and what they say
+  (module or API, forward or backward: ``direction``, ``counterpart``, ...), JSON reading and writing, the order
+  of ranks through communication, record journals;
+- outputs and inputs: output folders (:mod:`probe_core.outputs`), bounded YAML, executors, id selections;
+- ``lazy_surface``: how a distribution others build on gives its own such module.
+
+The compare pipeline and what comparators see (``LeafPair``, ``RowResult``, the verdicts, name maps, the judge)
+are ``probe_compare.api`` (distribution probe-compare); graphs (``Graph``, ``Node``, ``build_graph``,
+``Layout``, ``merge_side``) are ``probe_graph.api`` (probe-graph). Reading one of those names here says where
+it went.
 """
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from probe_core.surface import lazy_surface
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "probe_core": ("hookimpl",),
@@ -47,43 +48,29 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "probe_core.collect.calls": ("GradSlots", "OPERATOR_DUNDERS", "is_inplace", "writes_in_place"),
     "probe_core.collect.seeding": ("seed_python",),
     "probe_core.collect.fused": ("KINDS", "host_stats", "row_layout"),
+    "probe_core.collect.naming": ("OPTIMIZER_NODE",),
     "probe_core.collect.journal": ("drop_unwritten", "recover_step", "safe_dir"),
     "probe_core.collect.runlock": ("MARKER_NAME", "RunLock", "check_free", "job_key", "lock_held"),
-    "probe_core.compare.comparator": ("LeafPair", "LoadedComparator", "load_comparators"),
-    "probe_core.compare.rules": ("ERROR", "PASS", "WARNING", "RowResult", "is_bad", "metric_values"),
-    "probe_core.compare.metrics": ("as_float", "cosine", "relative_error"),
-    "probe_core.compare.output": ("NA",),
-    "probe_core.compare.mapping": ("NameMap", "builtin_map"),
-    "probe_core.compare.xlsx": ("StreamingXlsx", "read_first_sheet"),
-    # compare pipeline (graph, locate, report call it): the row and columnar compare of one entry, the judge
-    # and its verdicts over steps and ranks, noise references (also comparator, modes, fastjson, executor,
-    # selection and config names above and below)
-    "probe_core.compare.columnar": ("ColumnarCompare", "Plain"),
-    "probe_core.compare.entries": ("compare_entry",),
-    "probe_core.compare.judge": ("EntryFacts", "Finding", "NoiseReference", "entry_facts", "largest", "plain_facts",
-                                 "roundoff"),
-    "probe_core.compare.verdicts": ("StepFacts", "judge_job"),
-    "probe_core.compare.reference": ("noise_references", "reference_pair"),
+    "probe_core.numbers": ("as_float", "cosine", "relative_error"),
+    "probe_core.records": ("record",),
     "probe_core.gcpause": ("collector_paused", "left_to_exit"),
-    "probe_core.dump.leaves": ("short_text",),
-    "probe_core.dump": ("DumpEntry", "RankDump", "TensorMeta", "discover"),
+    "probe_core.dump.leaves": ("SECTIONS", "short_text"),
+    "probe_core.dump": ("DumpEntry", "EntryRef", "RankDump", "TensorMeta", "discover"),
+    "probe_core.dump.names": ("DIRECTIONS", "common_api_name", "parse_entry_name"),
+    "probe_core.dump.kinds": ("BACKWARD", "FORWARD", "counterpart", "direction", "is_module", "is_params_grad",
+                              "split_module", "without_count"),
     "probe_core.dump.order": ("RankAnomaly", "communication_positions", "concurrent_with", "first_across_ranks",
                               "is_communication"),
     "probe_core.dump.journal": ("read_journal",),
     "probe_core.dump.jsonstream": ("loads",),
-    "probe_core.fastjson": ("dumps", "float_texts", "tables_json"),
-    "probe_core.graph.model": ("API_GROUP_PREFIX", "ROOT_NAME", "Graph", "Node", "NodeKind", "TensorTable"),
-    "probe_core.graph.names": ("BACKWARD", "FORWARD", "counterpart", "direction", "is_module", "is_params_grad",
-                               "split_module", "without_count"),
-    "probe_core.graph.flatten": ("INPUT_KEYS",),
-    "probe_core.graph.build": ("build_graph", "group_top_level_apis"),
-    "probe_core.graph.merge": ("DEFAULT_ORDER", "Layout", "merge_side"),
+    "probe_core.fastjson": ("dumps", "float_texts", "native_flatten_entry", "native_join_rows", "numbers_json",
+                            "tables_json"),
     "probe_core.outputs": ("OutputError", "create_exclusive", "human_size", "output_folder", "prepare_output_dir",
                            "replaced_whole", "unique_path", "write_new", "writing"),
     "probe_core.safeyaml": ("MAX_DEPTH", "load_yaml", "parse_yaml", "read_capped"),
     "probe_core.executor": ("ExecutorChoice", "RegistryRef", "add_executor_arguments", "executor_choice",
                             "job_executor", "registry_of", "registry_ref", "run_jobs"),
-    "probe_core.selection": ("abridged", "add_selection_arguments", "gaps", "selection", "spans"),
+    "probe_core.selection": ("SHOWN_ROWS", "abridged", "add_selection_arguments", "gaps", "selection", "spans"),
     "probe_core.ranks": ("launcher_rank", "process_rank"),
     "probe_core.runtag": ("MONTHS", "TAG", "tag_started", "time_tag"),
     "probe_core.cli": ("refuse_options", "run_command"),
@@ -91,21 +78,17 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "probe_core.cause": ("ArgumentChange", "argument_changes", "csv_argument_changes"),
     "probe_core.terminal": ("print_table",),
     "probe_core.stackframe": ("Frame", "parse_stack"),
+    "probe_core.surface": ("lazy_surface",),
 }
 
-#: public name -> the private module that defines it
-WHERE: dict[str, str] = {name: module for module, names in _EXPORTS.items() for name in names}
-__all__ = sorted(WHERE)
+#: names that left this surface with the compare pipeline and the graph: where they are now
+_MOVED = {**dict.fromkeys(("LeafPair", "LoadedComparator", "load_comparators", "ERROR", "PASS", "WARNING", "RowResult",
+                           "is_bad", "metric_values", "NA", "NameMap", "builtin_map", "StreamingXlsx",
+                           "read_first_sheet", "ColumnarCompare", "Plain", "compare_entry", "EntryFacts", "Finding",
+                           "NoiseReference", "entry_facts", "largest", "plain_facts", "roundoff", "StepFacts",
+                           "judge_job", "noise_references", "reference_pair"), "probe_compare.api"),
+          **dict.fromkeys(("API_GROUP_PREFIX", "ROOT_NAME", "Graph", "Node", "NodeKind", "TensorTable", "INPUT_KEYS",
+                           "build_graph", "group_top_level_apis", "DEFAULT_ORDER", "Layout", "merge_side"),
+                          "probe_graph.api")}
 
-
-def __getattr__(name: str) -> Any:
-    module = WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"probe_core.api has no {name!r}; the public names are listed in docs/plugins.md")
-    value = getattr(import_module(module), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__, __all__, WHERE = lazy_surface(__name__, _EXPORTS, _MOVED)

@@ -79,9 +79,9 @@ def _prescan(argv: Sequence[str]) -> tuple[str | None, bool, bool]:
 
 
 #: Commands that come with a distribution other than probe-core: named when the command is missing.
-COMMAND_DISTRIBUTIONS = {"check": "probe-config-check", "monitor": "probe-monitor", "acc-check": "probe-acc-check",
-                         "overflow-check": "probe-overflow-check", "merge-result": "probe-merge-result",
-                         "recover": "probe-recover", "data2db": "probe-data2db",
+COMMAND_DISTRIBUTIONS = {"compare": "probe-compare", "check": "probe-config-check", "monitor": "probe-monitor",
+                         "acc-check": "probe-acc-check", "overflow-check": "probe-overflow-check",
+                         "merge-result": "probe-merge-result", "recover": "probe-recover", "data2db": "probe-data2db",
                          "graph": "probe-graph", "report": "probe-report"}
 #: msprobe's names of those commands that are not probe's with "-" for "_" (``merge_result``): what a missing
 #: distribution is named by. The commands themselves declare their aliases (``CommandSpec.aliases``); a test

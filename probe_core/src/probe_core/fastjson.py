@@ -38,6 +38,10 @@ except ImportError:  # built without a C compiler
 #: the C writer of the graph viewer's input/output columns (``probe_core._reprs.tables_json``: each table's
 #: JSON text); ``None`` when probe-core was built without a C compiler
 tables_json = _reprs.tables_json if _reprs is not None else None
+#: the C joiner of CSV rows from columns of cells (``native_join_rows``: the compare's CSV) and the C
+#: flattener of an entry's input/output tables (``native_flatten_entry``: the graph's nodes); ``None`` likewise
+native_join_rows = _reprs.join_rows if _reprs is not None else None
+native_flatten_entry = _reprs.flatten_entry if _reprs is not None else None
 
 MISS = object()  # what try_decode returns for text it leaves to json
 _decode = msgspec.json.Decoder().decode

@@ -77,7 +77,7 @@ def probe_comparators() -> list[ComparatorSpec]:
     both run them through one judge, so a comparator's column and verdict
     show in the CSV, the XLSX and the ``.vis.db``. Return
     :class:`~probe_core.specs.ComparatorSpec` objects (the object ``load``
-    returns is described in :mod:`probe_core.compare.comparator`).
+    returns is described in ``probe_compare.comparator``, probe-compare).
     """
 
 
@@ -99,7 +99,7 @@ def probe_graph_mergers() -> list[GraphMergerSpec]:
     Called once per registry build, by ``probe graph`` when a parallel
     layout is given. Return :class:`~probe_core.specs.GraphMergerSpec`
     objects; every merger runs in ``(priority, name)`` order as
-    ``merge(graphs, layout) -> graphs`` (see :mod:`probe_core.graph.merge`).
+    ``merge(graphs, layout) -> graphs`` (see ``probe_graph.merge``, probe-graph).
     """
 
 

@@ -41,10 +41,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from probe_core.errors import CompareError, ConfigError, DumpError, PluginError
 
+#: one compared leaf as the compare pipeline hands it to a mode (``probe_compare.api.RowResult``, probe-compare)
+RowResult = Any
+
 if TYPE_CHECKING:  # pragma: no cover
     from probe_core.collect.tensors import TensorOps, TensorSink
     from probe_core.dump.leaves import TensorMeta
-    from probe_core.compare.rules import RowResult
     from probe_core.config import ProbeConfig
 
 
@@ -128,7 +130,7 @@ class DataMode:
 
     def discrepancy(self, row: RowResult) -> float | None:
         """How far apart the two tensors of ``row`` are, relative to their scale, for the noise-aware judge
-        (:mod:`probe_core.compare.judge`): 0 when they agree exactly, about ``u`` when they differ by one
+        (:mod:`probe_compare.judge`): 0 when they agree exactly, about ``u`` when they differ by one
         rounding at unit roundoff ``u``, ``inf`` when only one side holds NaN/Inf; ``None`` when this mode
         cannot tell (the judge then skips the leaf). By default: 0 where :meth:`differs` finds no
         difference, ``inf`` where it does (a mode without a scale: any difference is a divergence)."""
@@ -136,9 +138,9 @@ class DataMode:
 
     def columns(self, rows: Sequence[tuple[TensorMeta, TensorMeta]]) -> tuple[Any, Any] | None:
         """The column form of many compared rows (target leaf, bench leaf), one per side, for the columnar
-        compare (:mod:`probe_core.compare.columnar`), which hands it to :meth:`discrepancy_columns` and to
+        compare (:mod:`probe_compare.columnar`), which hands it to :meth:`discrepancy_columns` and to
         the comparators' ``compare_columns``; ``None`` (the default): the mode has no such form, and its
-        rows take the row path. ``rows`` is a :class:`~probe_core.compare.columnar.LeafPairs`: it also
+        rows take the row path. ``rows`` is a :class:`~probe_compare.columnar.LeafPairs`: it also
         holds each side's statistics as one flat list, and each row's number of elements."""
         return None
 

@@ -35,7 +35,6 @@ _TRUE = {"1", "true", "yes", "on"}
 #: Plugins that ship inside probe-core and are registered like any other.
 BUILTIN_PLUGINS: Mapping[str, str] = {
     "core": "probe_core.builtin",
-    "compare": "probe_core.compare.command",
     "run": "probe_core.collect.command",
 }
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from probe_core.records import record
 
-if TYPE_CHECKING:
-    from probe_core.compare.mapping import NameMap
+#: what a name map plugin loads (``probe_compare.api.NameMap``, probe-compare)
+NameMap = Any
 
 #: JSON-able data: what checkers collect and what config values are.
 Json = Any
@@ -116,7 +116,7 @@ class ComparatorSpec:
     ``mode`` names the data mode the comparator serves; several comparators
     may serve one mode (each adds its own columns), run in ``(priority,
     name)`` order, in ``probe compare`` and ``probe graph`` alike. ``load``
-    returns the comparator object (see :mod:`probe_core.compare.comparator`).
+    returns the comparator object (see ``probe_compare.comparator``, probe-compare).
     """
 
     name: str
@@ -347,7 +347,7 @@ class NameMapSpec:
     """How the entry names of ``target``'s dumps become those of ``bench``'s, for a cross-framework
     compare or graph (dump.json's ``"framework"`` values, e.g. ``"mindspore"`` and ``"pytorch"``).
 
-    ``load`` returns a :class:`probe_core.compare.mapping.NameMap` (API names and prefixes, module
+    ``load`` returns a ``probe_compare.api.NameMap`` (API names and prefixes, module
     classes, parameter names, ...); it is called for each compared pair of dumps whose frameworks are
     ``target`` and ``bench``, and the caller adds the user's mapping files (``-lm``/``-cm``/``-am``/
     ``-dm``) to a copy of it. One plugin per ``(target, bench)`` pair; register each direction on its

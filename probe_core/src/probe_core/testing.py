@@ -15,14 +15,15 @@ Everything here takes an explicit registry, so a test sees exactly the plugins i
   ``enable``; entry-point autoloading is off unless you ask for it;
 * :func:`collect` — a collection in-process through the registry's collector (a training script,
   as ``probe run`` runs it, or a callable that runs one step);
-* :func:`compare` — ``probe compare`` in-process; returns the ``summary.json`` data;
+* :func:`compare` — ``probe compare`` in-process (probe-compare installed); returns the ``summary.json`` data;
 * :func:`graph` — ``probe graph`` in-process (probe-graph installed); returns the ``.vis.db`` path;
 * :func:`command` — any ``probe`` command in-process with the registry's commands;
 * :func:`check` and :func:`check_rows` — a checker's ``collect`` and ``compare`` as
   ``probe check`` calls them, with the collected data round-tripped through JSON;
-* :func:`build_graph`, :class:`Layout` and :func:`merge_side` — a graph from a construct/dump pair and
-  the merge of per-rank graphs as ``probe graph --rank-size/--tp/--pp`` does it (graph mergers' tests);
 * :func:`run_script` — a script run as ``probe run`` runs it (run tasks' tests).
+
+A graph merger's tests build graphs and merge them with ``probe_graph.api``'s ``build_graph``, ``Layout`` and
+``merge_side``.
 
 With pytest, ``pytest_plugins = ["probe_core.testing"]`` (in your top-level conftest.py) gives the
 ``probe_kit`` fixture: the same functions, with relative dump and output paths placed under the
@@ -43,20 +44,18 @@ from typing import Any
 from probe_core.plugins import PluginSelection, Registry, load_registry
 from probe_core.specs import CheckContext, CheckerSpec, CheckRow
 
-__all__ = ["Layout", "ProbeKit", "build_graph", "check", "check_rows", "collect", "command", "compare", "graph",
-           "merge_side", "registry_with", "run_script"]
-
-#: harness functions of the engine, imported on first use
-_HARNESS = {"build_graph": "probe_core.graph.build", "Layout": "probe_core.graph.merge",
-            "merge_side": "probe_core.graph.merge", "run_script": "probe_core.collect.command"}
+__all__ = ["ProbeKit", "check", "check_rows", "collect", "command", "compare", "graph", "registry_with",
+           "run_script"]
 
 
 def __getattr__(name: str) -> Any:
-    if name not in _HARNESS:
-        raise AttributeError(f"module 'probe_core.testing' has no attribute {name!r}")
-    from importlib import import_module
+    if name == "run_script":  # the engine's, imported on first use
+        from probe_core.collect.command import run_script
 
-    return getattr(import_module(_HARNESS[name]), name)
+        return run_script
+    if name in ("build_graph", "Layout", "merge_side"):
+        raise AttributeError(f"probe_core.testing.{name} moved to probe_graph.api (distribution probe-graph)")
+    raise AttributeError(f"module 'probe_core.testing' has no attribute {name!r}")
 
 PathLike = str | os.PathLike
 
@@ -137,16 +136,37 @@ def collect(target: PathLike | Callable[[], Any], dump_path: PathLike, *, regist
 
 def compare(target: PathLike, bench: PathLike, output: PathLike, *, registry: Registry | None = None,
             **options: Any) -> dict[str, Any]:
-    """``probe compare TARGET BENCH -o OUTPUT`` in-process; returns what it writes to ``summary.json``.
+    """``probe compare TARGET BENCH -o OUTPUT`` in-process (probe-compare's command, through the registry);
+    returns what it writes to ``summary.json``.
 
-    ``options`` are :class:`~probe_core.compare.engine.CompareOptions` fields (``fuzzy``,
-    ``mapping``, ``ranks``, ``steps``, ``lenient``, ``xlsx``, ...); the progress bar is off.
-    The CSV/XLSX files are named in ``summary["ranks"][i]["csv"]`` / ``["xlsx"]``.
+    ``options`` are the command's long options, ``_`` for ``-``: ``fuzzy=True`` is ``--fuzzy``, ``steps="0,1"``
+    is ``--steps 0,1``, a list repeats the value after the flag; ``False`` and ``None`` leave an option out. The
+    CSV/XLSX files are named in ``summary["ranks"][i]["csv"]`` / ``["xlsx"]``.
     """
-    from probe_core.compare.engine import CompareOptions, run_compare
+    _run_plugin_command("compare", "probe-compare", ["compare", target, bench, "-o", output, "--quiet"], options,
+                        registry)
+    return json.loads((Path(output) / "summary.json").read_text(encoding="utf-8"))
 
-    options.setdefault("progress", False)
-    return run_compare(CompareOptions(Path(target), Path(bench), Path(output), **options), _registry(registry))
+
+def _run_plugin_command(name: str, distribution: str, argv: list[Any], options: Mapping[str, Any],
+                        registry: Registry | None) -> None:
+    """``probe ARGV`` plus ``options`` as long flags (``True``: the flag alone; ``False``/``None``: left out; a list:
+    its values after the flag) in-process; a clear error when no plugin gives the command ``name``."""
+    from probe_core.errors import PluginError
+
+    for key, value in options.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            argv.append(flag)
+        elif value not in (False, None):
+            argv += [flag, *(value if isinstance(value, (list, tuple)) else [value])]
+    if name not in _registry(registry).commands:
+        raise PluginError(f"testing.{name} runs probe {name}, the command of the plugin {name!r} (distribution "
+                          f"{distribution}): pip install {distribution}, and enable it: registry_with(..., "
+                          f"enable=[{name!r}])")
+    code = command([str(part) for part in argv], registry)
+    if code != 0:
+        raise AssertionError(f"probe {' '.join(map(str, argv))} exited with code {code}")
 
 
 def command(argv: Sequence[str], registry: Registry | None = None) -> int:
@@ -163,25 +183,16 @@ def graph(target: PathLike, bench: PathLike | None, output: PathLike, *, registr
     """``probe graph`` in-process (probe-graph's command, through the registry): build (``bench`` ``None``) or
     compare graphs; returns the ``.vis.db`` written.
 
-    ``layouts`` is ``(target, bench)`` :class:`~probe_core.graph.merge.Layout` objects, given as
+    ``layouts`` is ``(target, bench)`` ``probe_graph.api.Layout`` objects, given as
     ``--rank-size/--tp/--pp/--vpp/--order``, to merge parallel ranks with the registry's graph mergers;
     ``options`` are the command's other flags by their long names (``fuzzy=True``, ``rules="msprobe"``).
     The registry must hold the graph plugin: ``registry_with(..., enable=["graph"])``.
     """
-    if "graph" not in _registry(registry).commands:
-        from probe_core.errors import PluginError
-
-        raise PluginError("testing.graph runs probe graph, the command of the plugin 'graph' (distribution "
-                          "probe-graph): pip install probe-graph, and enable it: registry_with(..., "
-                          "enable=[\"graph\"])")
     argv: list[Any] = ["graph", target, *([bench] if bench is not None else []), "-o", output]
     for field in ("rank_size", "tp", "pp", "vpp", "order") if layouts else ():
         argv += [f"--{field.replace('_', '-')}", *(getattr(layout, field) for layout in layouts)]
-    for name, value in options.items():
-        flag = f"--{name.replace('_', '-')}"
-        argv += [flag] if value is True else [] if value in (False, None) else [flag, value]
     before = set(Path(output).glob("*.vis.db"))
-    command(argv, registry)
+    _run_plugin_command("graph", "probe-graph", argv, options, registry)
     written = sorted(set(Path(output).glob("*.vis.db")) - before, key=lambda p: p.stat().st_mtime)
     if not written:
         raise AssertionError(f"probe graph wrote no .vis.db in {output}")

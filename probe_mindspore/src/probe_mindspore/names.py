@@ -14,7 +14,7 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-from probe_core.api import NameMap
+from probe_compare.api import NameMap
 
 #: MindSpore API prefixes and their PyTorch counterparts.
 MS_TO_PT_PREFIX = {"Mint": "Torch", "MintFunctional": "Functional", "Tensor": "Tensor", "Cell": "Module",

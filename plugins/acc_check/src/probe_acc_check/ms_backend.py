@@ -4,7 +4,7 @@
 ``mindspore.mint.nn.functional.x``, ``Functional.x`` is ``mindspore.ops.x``
 and ``Tensor.x`` the method, each only as the MindSpore collector's operator
 table names it (anything else a dump names is refused). The PyTorch twin's name comes from the project's
-MindSpore→PyTorch map (:func:`probe_core.compare.mapping.builtin_map`), the
+MindSpore→PyTorch map (:func:`probe_compare.mapping.builtin_map`), the
 argument conventions that differ are adapted per API (:data:`ADAPTERS`), and
 the benchmark runs through :func:`probe_acc_check.torch_backend.benchmark`.
 Gradients come from :func:`mindspore.vjp` with the same output gradients the
@@ -72,7 +72,7 @@ class MindSporeBackend(FrameworkBackend):
             import mindspore
         except ImportError:
             raise AccCheckError("this dump is a MindSpore dump: install mindspore to pre-check it") from None
-        from probe_core.api import builtin_map
+        from probe_compare.api import builtin_map
 
         from probe_acc_check import torch_backend
 

@@ -67,7 +67,7 @@ def _pair(values: list | None, name: str, default):
 
 def _layouts(args: argparse.Namespace):
     """The (target, bench) parallel layouts, or None when no --rank-size is given."""
-    from probe_core.api import DEFAULT_ORDER, Layout
+    from probe_graph.api import DEFAULT_ORDER, Layout
 
     if not args.rank_size:
         if args.tp or args.pp or args.vpp:
@@ -91,7 +91,7 @@ def _reference(paths: list[str] | None, bench: str) -> tuple[Path, Path] | None:
     """The --noise-reference pair, or None (the compare pipeline that reads it is imported only then)."""
     if not paths:
         return None
-    from probe_core.api import reference_pair
+    from probe_compare.api import reference_pair
 
     return reference_pair(paths, bench)
 

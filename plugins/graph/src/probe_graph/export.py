@@ -11,7 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from probe_core.api import DEFAULT_TASK, Graph, INPUT_KEYS, is_params_grad, Node, NodeKind, TensorTable, writing
+from probe_core.api import DEFAULT_TASK, is_params_grad, writing
+from probe_graph.api import Graph, INPUT_KEYS, Node, NodeKind, TensorTable
 
 
 def _refill(value: Any, key: str, table: TensorTable) -> Any:

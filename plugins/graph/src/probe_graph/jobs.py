@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from probe_core.api import GraphError, Layout
+from probe_core.api import GraphError
+from probe_graph.api import Layout
 from probe_graph.source import RankFolder
 
 

@@ -23,7 +23,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from probe_core.api import builtin_map, Graph, GraphError, NameMap, Node, NodeKind, split_module, without_count
+from probe_compare.api import NameMap, builtin_map
+from probe_core.api import GraphError, split_module, without_count
+from probe_graph.api import Graph, Node, NodeKind
 
 LayerMap = Mapping[str, Mapping[str, str]]
 KeyFn = Callable[[Node, bool], Any]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from probe_core.api import Graph, TensorTable
+from probe_graph.api import Graph, TensorTable
 
 MEDIUM, HIGH, CRITICAL = "medium", "high", "critical"
 LEVELS = (MEDIUM, HIGH, CRITICAL)

@@ -20,8 +20,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from probe_core.api import (ColumnarCompare, compare_entry, DataMode, DumpEntry, entry_facts, EntryFacts, Graph,
-                            LoadedComparator, Node, Plain, plain_facts, RankDump)
+from probe_compare.api import (ColumnarCompare, EntryFacts, LoadedComparator, Plain, compare_entry, entry_facts,
+                               plain_facts)
+from probe_core.api import DataMode, DumpEntry, RankDump
+from probe_graph.api import Graph, Node
 from probe_graph.vis_db import MetricValues, NodeMetrics
 
 PASS_INDEX, WARNING_INDEX, ERROR_INDEX = 0.0, 0.5, 1.0

@@ -18,18 +18,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from probe_core.api import (collector_paused, DataMode, EntryFacts, ExecutorChoice, Finding, Graph, GraphError,
-                            job_executor, judge_job, Layout, left_to_exit, load_comparators, load_mode, merge_side,
-                            NoiseReference, pair_mode, output_folder, registry_of, registry_ref, RegistryRef, run_jobs,
-                            StepFacts)
+from probe_compare.api import EntryFacts, Finding, NoiseReference, StepFacts, judge_job, load_comparators
+from probe_core.api import (DataMode, ExecutorChoice, GraphError, RegistryRef, collector_paused, job_executor,
+                            left_to_exit, load_mode, output_folder, pair_mode, registry_of, registry_ref, run_jobs)
+from probe_graph.api import Graph, Layout, merge_side
 from probe_graph.export import export_dump
 from probe_graph.jobs import GraphJob, group_jobs
 from probe_graph.match import match_graphs
 from probe_graph.overflow import mark_overflow
-from probe_graph.precision import ERROR_AT, ERROR_INDEX, node_colors, score_graphs, tool_tips, WARNING_INDEX
-from probe_graph.source import discover, load_graph, RankFolder
+from probe_graph.precision import ERROR_AT, ERROR_INDEX, WARNING_INDEX, node_colors, score_graphs, tool_tips
+from probe_graph.source import RankFolder, discover, load_graph
 from probe_graph.summary import GraphSummary, summarize
-from probe_graph.vis_db import graph_rows, GraphRows, VisConfig, write_vis_db
+from probe_graph.vis_db import GraphRows, VisConfig, graph_rows, write_vis_db
 
 
 @dataclass(frozen=True)
@@ -193,7 +193,7 @@ def _run_graph(target_path: str | Path, bench_path: str | Path | None, output_di
     if compare:
         references = None
         if options.noise_reference is not None and options.rules == "noise":
-            from probe_core.api import noise_references
+            from probe_compare.api import noise_references
 
             references = noise_references(options.noise_reference, registry, progress=progress)
         apply_verdicts(results, options.rules, references)

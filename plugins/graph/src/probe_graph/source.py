@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from probe_core.api import build_graph, DumpError, Graph, GraphError
+from probe_core.api import DumpError, GraphError
+from probe_graph.api import Graph, build_graph
 from probe_graph.tree import hidden_params_grads, place_params_grads, repair_inplace
 
 

@@ -6,7 +6,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from probe_core.api import abridged, gaps, Graph
+from probe_core.api import abridged, gaps
+from probe_graph.api import Graph
 from probe_graph.precision import ERROR_AT, WARNING_AT
 
 

@@ -20,7 +20,8 @@ from itertools import chain
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from probe_core.api import dumps, float_texts, Graph, GraphError, Node, NodeKind, tables_json, TensorTable
+from probe_core.api import GraphError, dumps, float_texts, tables_json
+from probe_graph.api import Graph, Node, NodeKind, TensorTable
 
 NODE_COLUMNS = (
     ("id", "TEXT PRIMARY KEY"), ("graph_id", "TEXT NOT NULL"), ("node_order", "INTEGER NOT NULL"),

@@ -23,7 +23,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from probe_core.api import CompareError, NA, output_folder, read_first_sheet, StreamingXlsx, writing
+from probe_compare.api import NA, StreamingXlsx, read_first_sheet
+from probe_core.api import CompareError, output_folder, writing
 
 #: a result's name; ``_{n}`` after the stamp: a second result written in the same second (never over the first)
 RESULT_NAME = re.compile(r"^compare_result_rank(\d*)(?:-rank\d+)?_(\d{14})(?:_(\d+))?\.(xlsx|csv)$")

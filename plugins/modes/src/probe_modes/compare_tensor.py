@@ -3,7 +3,7 @@
 Columns: Cosine, EucDist, MaxAbsErr, MaxRelativeErr, One Thousandth Err Ratio,
 Five Thousandths Err Ratio (the arrays are cast into float64 work buffers
 first). Implements the comparator interface of
-:mod:`probe_core.compare.comparator`; the loaded arrays are kept in
+:mod:`probe_compare.comparator`; the loaded arrays are kept in
 ``pair.cache["arrays"]`` so other tensor-mode comparators reuse them.
 
 NaN/Inf: positions where both sides hold the same non-finite value agree
@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from probe_core.api import cosine, DumpError, LeafPair
+from probe_compare.api import LeafPair
+from probe_core.api import DumpError, cosine
 from probe_modes.tensor_io import load_array
 
 COLUMNS = ("Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio",

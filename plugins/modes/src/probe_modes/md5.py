@@ -16,7 +16,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from probe_core.api import ComparatorSpec, DataMode, DataModeSpec, ERROR, hookimpl, LeafPair, RowResult, WARNING
+from probe_compare.api import ERROR, LeafPair, RowResult, WARNING
+from probe_core.api import ComparatorSpec, DataMode, DataModeSpec, hookimpl
 from probe_modes.statistics import StatisticsMode
 
 try:

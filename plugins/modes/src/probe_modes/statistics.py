@@ -27,10 +27,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from probe_core.api import (
-    as_float, ComparatorSpec, DataMode, DataModeSpec, ERROR, hookimpl, is_bad, largest, LeafPair,
-    NA, relative_error, RowResult, WARNING,
-)
+from probe_compare.api import ERROR, LeafPair, NA, RowResult, WARNING, is_bad, largest
+from probe_core.api import ComparatorSpec, DataMode, DataModeSpec, as_float, hookimpl, relative_error
 
 STAT_KEYS = ("Max", "Min", "Mean", "Norm")
 DIFF_COLUMNS = ("Max diff", "Min diff", "Mean diff", "L2norm diff")
@@ -104,7 +102,7 @@ class StatColumns:
     @classmethod
     def of(cls, rows: Sequence[tuple[Any, Any]]) -> tuple[StatColumns, StatColumns]:
         """(target, bench) columns of rows whose statistics are all numbers (from the columns of a
-        :class:`~probe_core.compare.columnar.LeafPairs`, else row by row)."""
+        :class:`~probe_compare.columnar.LeafPairs`, else row by row)."""
         if hasattr(rows, "target_stats"):
             bigs = _bigs(rows.dtypes)
             return cls(rows.target_stats, rows.counts, bigs), cls(rows.bench_stats, rows.counts, bigs)

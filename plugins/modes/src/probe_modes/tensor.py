@@ -21,9 +21,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from probe_core.api import (
-    as_float, ComparatorSpec, DataMode, DataModeSpec, ERROR, hookimpl, metric_values, RowResult, WARNING,
-)
+from probe_compare.api import ERROR, RowResult, WARNING, metric_values
+from probe_core.api import ComparatorSpec, DataMode, DataModeSpec, as_float, hookimpl
 from probe_modes.statistics import DIVERGENCE_ATOL, DIVERGENCE_RTOL, StatisticsMode
 
 THOUSANDTH_INPUT_MIN = 0.9    # error: inputs' ratio above this ...

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from probe_core.api import BACKWARD, direction, Graph, group_top_level_apis, Node, NodeKind
+from probe_core.api import BACKWARD, direction
+from probe_graph.api import Graph, Node, NodeKind, group_top_level_apis
 from probe_parallel_merge.rename import api_counts, list_indices, rename_graph, shifter
 
 #: Point-to-point calls between pipeline stages: dropped from the stitched graph.

@@ -12,7 +12,8 @@ import re
 from collections import defaultdict
 from collections.abc import Callable
 
-from probe_core.api import API_GROUP_PREFIX, Graph, is_module, Node, ROOT_NAME, split_module
+from probe_core.api import is_module, split_module
+from probe_graph.api import API_GROUP_PREFIX, Graph, Node, ROOT_NAME
 
 _API = re.compile(r"^(?P<op>.+)\.(?P<count>\d+)\.(?P<way>forward|backward)$")
 

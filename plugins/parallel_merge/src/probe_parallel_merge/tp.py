@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from probe_core.api import BACKWARD, counterpart, FORWARD, Graph, GraphError, is_params_grad, Node, NodeKind
+from probe_core.api import BACKWARD, FORWARD, GraphError, counterpart, is_params_grad
+from probe_graph.api import Graph, Node, NodeKind
 from probe_parallel_merge.shards import is_tensor, merge_shards, same, signature
 
 REDUCES = ("Distributed.all_reduce.", "Distributed.reduce.")

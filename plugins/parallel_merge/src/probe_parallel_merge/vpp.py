@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from probe_core.api import Graph, GraphError, Node, split_module
+from probe_core.api import GraphError, split_module
+from probe_graph.api import Graph, Node
 from probe_parallel_merge.rename import rename_graph
 
 

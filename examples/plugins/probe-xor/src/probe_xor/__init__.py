@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from probe_core.api import ComparatorSpec, DataMode, DataModeSpec, ERROR, hookimpl
+from probe_compare.api import ERROR
+from probe_core.api import ComparatorSpec, DataMode, DataModeSpec, hookimpl
 
 KEY = "md5"  # where msprobe writes the checksum in xor mode
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from probe_core.api import DataMode, DataModeSpec, ERROR, hookimpl
+from probe_compare.api import ERROR
+from probe_core.api import DataMode, DataModeSpec, hookimpl
 
 KEY = "histogram"
 

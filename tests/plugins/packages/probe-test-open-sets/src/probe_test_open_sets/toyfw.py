@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from probe_core.api import AccBackendSpec, CollectorSpec, NameMap, NameMapSpec, hookimpl
+from probe_compare.api import NameMap
+from probe_core.api import AccBackendSpec, CollectorSpec, NameMapSpec, hookimpl
 
 
 def _operators():

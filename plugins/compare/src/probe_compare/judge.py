@@ -66,15 +66,12 @@ from functools import lru_cache
 from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
-from probe_core.collect.calls import writes_in_place
-from probe_core.collect.naming import OPTIMIZER_NODE
-from probe_core.compare.rules import ERROR, FINFO, PASS, RowResult, normalize_dtype
-from probe_core.dump.order import is_communication
+from probe_compare.rules import ERROR, FINFO, PASS, RowResult, normalize_dtype
+from probe_core.api import OPTIMIZER_NODE, is_communication, writes_in_place
 
 if TYPE_CHECKING:  # pragma: no cover
-    from probe_core.compare.columnar import Plain
-    from probe_core.dump.leaves import TensorMeta
-    from probe_core.modes import DataMode
+    from probe_compare.columnar import Plain
+    from probe_core.api import DataMode, TensorMeta
 
 #: unit roundoff of each float dtype (half an ulp at 1)
 ROUNDOFF = {"float64": 2.0 ** -53, "float32": 2.0 ** -24, "tensorfloat32": 2.0 ** -11, "float16": 2.0 ** -11,
@@ -122,7 +119,7 @@ def _roundoff(dtype: str) -> float:
 
 @lru_cache(maxsize=512)
 def largest(dtype: Any) -> float:
-    """The largest finite value of a float ``dtype`` (``finfo(dtype).max``, :data:`~probe_core.compare.rules.FINFO`;
+    """The largest finite value of a float ``dtype`` (``finfo(dtype).max``, :data:`~probe_compare.rules.FINFO`;
     0 for integers and unknown dtypes)."""
     found = FINFO.get(normalize_dtype(dtype)) if dtype is not None else None
     return found[0] if found is not None else 0.0
@@ -308,7 +305,7 @@ def _spread(layout: RowLayout, pairs: Sequence[tuple[TensorMeta | None, TensorMe
     output's position and discrepancy, the worst input's and parameter's discrepancy, each input's and
     parameter's (position, discrepancy), each differing input's (discrepancy, position), the worst of them's
     position and discrepancy, ``errs`` as measured: see :func:`_against_inputs`). Positions are -1 where
-    there is none. The C helper (``probe_core.compare._facts``) gives the same for the common entry."""
+    there is none. The C helper (``probe_compare._facts``) gives the same for the common entry."""
     if max(filter(None, errs), default=0.0) > _CANCELLED_CHECK:  # rare but for noisy pairs: a cancelled result
         errs = _against_inputs(layout, pairs, errs, stats)
     worst_out = worst_in = -1.0
@@ -350,7 +347,7 @@ def _spread(layout: RowLayout, pairs: Sequence[tuple[TensorMeta | None, TensorMe
 _CANCELLED_CHECK = ADDS_ERROR * ROUNDOFF["float32"]  # an error above it may be a cancelled sum's (_against_inputs)
 
 try:
-    from probe_core.compare._facts import configure as _configure_native, spread as _spread_native
+    from probe_compare._facts import configure as _configure_native, spread as _spread_native
 except ImportError:  # built without a C compiler
     _spread_native = None
 else:

@@ -16,7 +16,7 @@ verdicts, applied in this order by :func:`judge_entry`:
    (:meth:`probe_core.modes.DataMode.judge_row` per tensor leaf,
    :meth:`~probe_core.modes.DataMode.judge_io` from the inputs' error to
    the outputs'); by default the noise-aware judge
-   (:mod:`probe_core.compare.judge`) decides on values, step by step;
+   (:mod:`probe_compare.judge`) decides on values, step by step;
 3. each comparator's optional ``judge(row)`` (a plugin's own verdict).
 
 Exemptions: the input-based rules skip the placeholder collectives
@@ -41,12 +41,10 @@ from functools import lru_cache
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from probe_core.compare.metrics import as_float
-from probe_core.dump.leaves import TensorMeta
-from probe_core.dump.names import common_api_name, parse_entry_name
+from probe_core.api import TensorMeta, as_float, common_api_name, parse_entry_name
 
 if TYPE_CHECKING:  # pragma: no cover
-    from probe_core.modes import DataMode
+    from probe_core.api import DataMode
 
 PASS, WARNING, ERROR, UNMATCHED = "pass", "warning", "error", "unmatched"
 SEVERITY = {PASS: 0, WARNING: 1, ERROR: 2, UNMATCHED: -1}
@@ -59,7 +57,7 @@ INPUT_ROLES = ("input", "parameters")
 #: float dtypes compared with each other (a float64 bench of a float32 run, bf16 against float32): a dtype
 #: difference among them is information, not an error (msprobe matches them too)
 COMPARABLE_FLOATS = frozenset({"float16", "bfloat16", "float32", "float64"})
-#: ``--rules``: probe's noise-aware judge (:mod:`probe_core.compare.judge`) or msprobe's legend
+#: ``--rules``: probe's noise-aware judge (:mod:`probe_compare.judge`) or msprobe's legend
 RULES = ("noise", "msprobe")
 OUTPUT_ROLES = ("output", "parameters_grad", "debug")
 
@@ -272,7 +270,7 @@ def judge_entry(entry_name: str, rows: Sequence[RowResult], mode: DataMode,
     in place; the entry's result is the worst row's (error > warning > pass).
     With ``rules="noise"`` the mode's value rules (its ``judge_row`` and
     ``judge_io``) are left to the noise-aware judge, which sees the whole
-    step (:mod:`probe_core.compare.judge`).
+    step (:mod:`probe_compare.judge`).
     """
     op = api_op(entry_name)
     if _is_redundant(op):

@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from probe_core.errors import CompareError, PluginError
+from probe_core.api import CompareError, PluginError
 
 if TYPE_CHECKING:
-    from probe_core.plugins import Registry
+    from probe_core.api import Registry
 
 #: Module names a training backend and an inference engine give the same layer (``--consistent_check``).
 TRAIN_TO_INFER_MODULES = {
@@ -155,7 +155,7 @@ def builtin_map(target_framework: str, bench_framework: str, registry: Registry 
     if target_framework == bench_framework or not target_framework or not bench_framework:
         return NameMap()
     if registry is None:
-        from probe_core.plugins import current_registry
+        from probe_core.api import current_registry
 
         registry = current_registry()
     spec = next((s for s in registry.name_maps.values()
@@ -172,7 +172,7 @@ def builtin_map(target_framework: str, bench_framework: str, registry: Registry 
 def _read_yaml(path: Path, flag: str, shape: str) -> Any:
     """A mapping file's YAML (bounded: size, alias expansion, depth); one clear error naming the flag, the
     file and the expected shape."""
-    from probe_core.safeyaml import load_yaml
+    from probe_core.api import load_yaml
 
     return load_yaml(path, flag=flag, error=CompareError, hint=f"expected {shape}")
 

@@ -4,7 +4,7 @@ Columns follow msprobe's result headers (so existing post-processing keeps
 working): the data mode says which of msprobe's fixed columns it shows, its
 comparators fill the metric columns, third-party columns come last.
 Rows stream to disk: the CSV through :mod:`csv`, the XLSX through
-:class:`~probe_core.compare.xlsx.StreamingXlsx` (header frozen, error rows
+:class:`~probe_compare.xlsx.StreamingXlsx` (header frozen, error rows
 red, warning rows yellow; a sheet holds at most :data:`XLSX_MAX_ROWS` rows,
 more go on ``compare_result2``, ...).
 """
@@ -24,17 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from probe_core.compare.comparator import LoadedComparator
-from probe_core.compare.rules import ERROR, WARNING
-from probe_core.fastjson import float_texts, numbers_json
-from probe_core.modes import DataMode
-from probe_core.outputs import OutputError, create_exclusive, write_new, writing
-from probe_core.selection import SHOWN_ROWS, abridged, gaps, spans
+from probe_compare.comparator import LoadedComparator
+from probe_compare.rules import ERROR, WARNING
+from probe_core.api import (DataMode, OutputError, SHOWN_ROWS, abridged, create_exclusive, float_texts, gaps,
+                            native_join_rows, numbers_json, spans, write_new, writing)
 
-try:
-    from probe_core import _reprs  # the C helper: join_rows
-except ImportError:  # built without a C compiler
-    _reprs = None
 
 BASIC_INFO = ("NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape",
               "NPU Requires_grad", "Bench Requires_grad")
@@ -85,7 +79,7 @@ def format_value(value: Any, percent: bool = False) -> Any:
 
 class RowSpool:
     """Rows of a rank pair waiting for the job's verdicts: pickled a batch of entries at a time to a private
-    file beside the results, read back once by :func:`probe_core.compare.rank.write_rank`, then removed.
+    file beside the results, read back once by :func:`probe_compare.rank.write_rank`, then removed.
     probe reads only the spools it wrote itself in this run.
 
     Each entry is spooled as (key, each row's result, its rows): the rows as CSV text already formatted
@@ -192,10 +186,10 @@ class Numbers:
 def join_rows(columns: list[list[str] | Numbers], counts: list[int]) -> list[str]:
     """The CSV text of each ``counts`` run of rows whose cells ``columns`` hold, column by column (CSV fields
     already, or :class:`Numbers`): a row's cells joined by ``,``, each row ended by ``\r\n``. In C
-    (``probe_core._reprs``) when it is built and every text cell is ASCII."""
-    if _reprs is not None:
+    (``probe_core.api.native_join_rows``) when it is built and every text cell is ASCII."""
+    if native_join_rows is not None:
         try:
-            return _reprs.join_rows([column if column.__class__ is list else
+            return native_join_rows([column if column.__class__ is list else
                                      (numbers_json(column.values), column.values, column.width, column.suffix,
                                       column.zero) for column in columns], counts)
         except (TypeError, ValueError, OverflowError):  # a cell beyond ASCII, an int beyond 64 bits: joined here
@@ -229,7 +223,7 @@ class RowWriter:
         self._csv.writerow(self.columns)
         self._book = None
         if xlsx:
-            from probe_core.compare.xlsx import StreamingXlsx  # (zipfile and its threading: only with --xlsx)
+            from probe_compare.xlsx import StreamingXlsx  # (zipfile and its threading: only with --xlsx)
 
             self._book = StreamingXlsx(self.csv_path.with_suffix(".xlsx"), self.columns, FILLS,
                                        max_rows=XLSX_MAX_ROWS)
@@ -288,7 +282,7 @@ def print_summary(summary: dict[str, Any], console=None) -> None:
     from rich.console import Console
     from rich.markup import escape
 
-    from probe_core.terminal import print_table
+    from probe_core.api import print_table
 
     console = console or Console()
     keys = ("pass", "warning", "error", "unmatched")
@@ -335,7 +329,7 @@ def print_summary(summary: dict[str, Any], console=None) -> None:
                           highlight=False, markup=False)
         if first.get("module"):
             console.print(f"  module: {first['module']}", highlight=False, markup=False)
-        from probe_core.stackframe import parse_stack
+        from probe_core.api import parse_stack
 
         frames = parse_stack(first.get("stack"))
         for frame in ([f for f in frames if f.user] or frames)[:3]:  # innermost frames of the user's code first
@@ -361,7 +355,7 @@ def print_summary(summary: dict[str, Any], console=None) -> None:
 def _causes(summary: dict[str, Any], first: dict[str, Any]) -> str:
     """The first divergent entry's arguments that differ (read from its rank and step's result CSV), ``""`` for
     none."""
-    from probe_core.cause import csv_argument_changes
+    from probe_core.api import csv_argument_changes
 
     item = next((r for r in summary["ranks"] if r.get("label") == first.get("rank") and r.get("csv")), None)
     if item is None:

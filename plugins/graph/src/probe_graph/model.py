@@ -2,7 +2,7 @@
 
 A :class:`Graph` is one rank of one step on one side (target or bench). It
 knows nothing of torch or mindspore: it is built from the three dump files
-(see :mod:`probe_core.graph.build`), compared, merged and written to a
+(see :mod:`probe_graph.build`), compared, merged and written to a
 ``.vis.db`` file.
 """
 

@@ -2,7 +2,7 @@
 
 Most entries of a statistics dump are *plain*: both sides hold the same leaves in the same order, every
 leaf a tensor whose four statistics are numbers, with equal dtype, shape and requires_grad, or a number
-argument (a dim, an eps) of equal value. The rules of every mode (:mod:`probe_core.compare.rules`) pass on
+argument (a dim, an eps) of equal value. The rules of every mode (:mod:`probe_compare.rules`) pass on
 such an entry, so what is left is arithmetic: the data mode turns a chunk's rows into its column form
 (``DataMode.columns``), then each comparator's columns (``compare_columns``) and the mode's discrepancy
 (``discrepancy_columns``) are computed over every row at once, not one Python call per row and metric.
@@ -16,7 +16,7 @@ byte span; two entries are plain together when their signatures are the same obj
 
 Every other entry (one side only, a scalar, a malformed record, dtypes or shapes that differ, a redundant
 API, a DTensor recorded as this rank's part) takes the row path,
-:func:`probe_core.compare.entries.compare_entry`, as does everything when a name map, tensor post-processing
+:func:`probe_compare.entries.compare_entry`, as does everything when a name map, tensor post-processing
 or ``--rules msprobe`` is in play. A comparator without ``compare_columns`` is called row by row on the plain
 entries (the others keep their column form), and a comparator's ``judge`` is asked about each plain row: an
 entry it raises takes the row path, so a third-party comparator costs its own rows, not the columnar path of
@@ -32,13 +32,10 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
-from probe_core.compare.comparator import LeafPair
-from probe_core.compare.judge import RowLayout
-from probe_core.compare.rules import RowResult, _is_redundant, api_op, local_part
-from probe_core.dump import DumpEntry, EntryRef, RankDump
-from probe_core.dump.leaves import SECTIONS, TensorMeta
-from probe_core.errors import ProbeError
-from probe_core.modes import DataMode
+from probe_compare.comparator import LeafPair
+from probe_compare.judge import RowLayout
+from probe_compare.rules import RowResult, _is_redundant, api_op, local_part
+from probe_core.api import DataMode, DumpEntry, EntryRef, ProbeError, RankDump, SECTIONS, TensorMeta
 
 #: an entry's compact form: (interned signature, its statistics: four numbers per leaf)
 Form = tuple[tuple, tuple]
@@ -116,7 +113,7 @@ def _flat_python(data: dict) -> tuple[tuple, tuple] | None:
     """(key, statistics) of a flat entry, ``None`` for any other. The key holds every field the signature
     depends on (types with the values where equal values of two types would compare equal: ``True == 1``);
     the statistics are checked here, being no part of the key. :func:`_flat` is the C helper's
-    (``probe_core.compare._flat``) where it is built, the same function."""
+    (``probe_compare._flat``) where it is built, the same function."""
     key: list[Any] = []
     stats: list[Any] = []
     for section, _, _ in SECTIONS:
@@ -164,7 +161,7 @@ def _flat_python(data: dict) -> tuple[tuple, tuple] | None:
 
 
 try:
-    from probe_core.compare import _flat as _flat_native
+    from probe_compare import _flat as _flat_native
 except ImportError:  # built without a C compiler
     _flat, _leaves_native = _flat_python, None
 else:

@@ -1,6 +1,6 @@
 """One answer for a whole job: each step of each rank judged, steps chained, ranks ordered.
 
-:func:`judge_job` takes the :class:`~probe_core.compare.judge.EntryFacts` of
+:func:`judge_job` takes the :class:`~probe_compare.judge.EntryFacts` of
 every compared (step, rank) and returns the verdicts ``probe compare``
 writes and ``probe graph`` colours:
 
@@ -25,9 +25,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from probe_core.compare.judge import (FLOOR, NONFINITE, EntryFacts, Finding, NoiseReference, StepJudgement,
+from probe_compare.judge import (FLOOR, NONFINITE, EntryFacts, Finding, NoiseReference, StepJudgement,
                                       judge_step, judge_step_by_rules)
-from probe_core.dump.order import RankAnomaly, concurrent_with, first_across_ranks, is_communication
+from probe_core.api import RankAnomaly, concurrent_with, first_across_ranks, is_communication
 
 
 @dataclass

@@ -17,9 +17,7 @@ import argparse
 import warnings
 from pathlib import Path
 
-from probe_core import hookimpl
-from probe_core.errors import CompareError
-from probe_core.specs import CommandSpec
+from probe_core.api import CommandSpec, CompareError, hookimpl
 
 #: msprobe's ``--mode`` values; probe compares framework dumps, which is msprobe's ``auto``.
 MODES = ("auto", "offline_data", "torchair", "offline_model", "atb")
@@ -35,9 +33,7 @@ OTHER_MODES = {
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:
-    from probe_core.executor import add_executor_arguments
-    from probe_core.htmlflag import add_html_argument
-    from probe_core.selection import add_selection_arguments
+    from probe_core.api import add_executor_arguments, add_html_argument, add_selection_arguments
 
     parser.add_argument("target", nargs="?", help="target dump: dump.json, rank folder, step folder or dump root")
     parser.add_argument("bench", nargs="?", help="bench (golden) dump, same forms")
@@ -89,7 +85,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
                         help="read what is readable of damaged dumps (warn), mark missing tensor files as errors")
     parser.add_argument("--quiet", action="store_true", help="no progress bar and no summary table")
     add_html_argument(parser, "the compare (the answer, curves, heat map, module tree, entries)")
-    from probe_core.cli import refuse_options
+    from probe_core.api import refuse_options
 
     for mode, (what, flag_sets) in OTHER_MODES.items():
         for flags in flag_sets:
@@ -114,7 +110,7 @@ def _path_or_flag(value):
 
 
 def _warn_unsupported(args: argparse.Namespace) -> None:
-    from probe_core.plugins import ProbeWarning
+    from probe_core.api import ProbeWarning
 
     if args.mode != "auto":
         warnings.warn(f"-m {args.mode}: msprobe's {args.mode} mode compares CANN/ATB/torchair/offline-model "
@@ -125,12 +121,10 @@ def _warn_unsupported(args: argparse.Namespace) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from probe_core.compare.engine import CompareOptions, run_compare
-    from probe_core.compare.output import print_summary
-    from probe_core.compare.reference import reference_pair
-    from probe_core.executor import executor_choice
-    from probe_core.htmlflag import check_html, write_html
-    from probe_core.selection import selection
+    from probe_compare.engine import CompareOptions, run_compare
+    from probe_compare.output import print_summary
+    from probe_compare.reference import reference_pair
+    from probe_core.api import check_html, executor_choice, selection, write_html
 
     target, bench = _paths(args)
     check_html(args)

@@ -31,7 +31,7 @@ and optionally:
     what ``probe graph``'s viewer shows when hovering one of its columns.
 ``compare_columns(target, bench) -> Mapping[str, Sequence[Any]]``
     :meth:`compare` for many rows at once (the columnar compare,
-    :mod:`probe_core.compare.columnar`), given the data mode's column form
+    :mod:`probe_compare.columnar`), given the data mode's column form
     of both sides (``DataMode.columns``; the statistics mode's
     ``StatColumns``): each column's values, one per row, equal to what
     ``compare`` gives row by row. Without it, ``compare`` is called on
@@ -53,9 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from probe_core.dump.leaves import TensorMeta
-from probe_core.errors import PluginError, ProbeError
-from probe_core.plugins import ProbeWarning
+from probe_core.api import PluginError, ProbeError, ProbeWarning, TensorMeta
 
 LEVELS = ("warning", "error")
 
@@ -160,7 +158,7 @@ def load_comparators(registry: Any, mode: str) -> list[LoadedComparator]:
         columns = getattr(impl, "columns", None)
         if not callable(getattr(impl, "compare", None)) or not isinstance(columns, (list, tuple)):
             raise PluginError(f"comparator {spec.name!r} (plugin {spec.plugin!r}) must have a 'columns' "
-                              f"list and a 'compare(pair)' method; see probe_core.compare.comparator")
+                              f"list and a 'compare(pair)' method; see probe_compare.comparator")
         placement = getattr(impl, "placement", "extra")
         if placement not in ("metrics", "extra"):
             raise PluginError(f"comparator {spec.name!r}: placement must be 'metrics' or 'extra', got {placement!r}")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from probe_core.errors import CompareError
+from probe_core.api import CompareError
 
 Steps = dict[tuple[str, str], list[tuple[str, str]]]
 
@@ -31,7 +31,7 @@ SHAPE = "right_matmul/left_matmul/left_right_matmul: {target_tensor_map: {calibr
 
 
 def load_postprocess(path: Path) -> Steps:
-    from probe_core.compare.mapping import _read_yaml
+    from probe_compare.mapping import _read_yaml
 
     data = _read_yaml(path, "--config", SHAPE) or {}
     if not isinstance(data, dict):

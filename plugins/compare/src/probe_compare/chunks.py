@@ -2,7 +2,7 @@
 
 A :class:`ChunkJob` holds what every chunk needs (both dumps, the data mode, the comparators, the name map,
 the columnar path, the result columns). Each chunk's plain entries take the columnar path and are rendered
-together; the others are compared on the row path (:func:`~probe_core.compare.entries.compare_entry`) and
+together; the others are compared on the row path (:func:`~probe_compare.entries.compare_entry`) and
 rendered one by one. With ``--workers`` the job is handed to forked processes: :data:`_FORKED` is set just
 before the pool starts and read by :func:`_compare_forked` in the children.
 """
@@ -13,17 +13,16 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from probe_core.compare import output
-from probe_core.compare.columnar import ColumnarCompare, Plain
-from probe_core.compare.comparator import LoadedComparator
-from probe_core.compare.entries import EntryOutcome, compare_entry
-from probe_core.compare.judge import EntryFacts, plain_facts
-from probe_core.compare.mapping import NameMap
-from probe_core.compare.match import Match, Matcher
-from probe_core.compare.render import render_plains, render_rows
-from probe_core.compare.rules import PASS
-from probe_core.dump import DumpEntry, EntryRef, RankDump
-from probe_core.modes import DataMode
+from probe_compare import output
+from probe_compare.columnar import ColumnarCompare, Plain
+from probe_compare.comparator import LoadedComparator
+from probe_compare.entries import EntryOutcome, compare_entry
+from probe_compare.judge import EntryFacts, plain_facts
+from probe_compare.mapping import NameMap
+from probe_compare.match import Match, Matcher
+from probe_compare.render import render_plains, render_rows
+from probe_compare.rules import PASS
+from probe_core.api import DataMode, DumpEntry, EntryRef, RankDump
 
 CHUNK_ENTRIES = 1024  # entries compared at once: numpy's per-call cost spread over more rows (256: 3% slower)
 
@@ -32,7 +31,7 @@ CHUNK_ENTRIES = 1024  # entries compared at once: numpy's per-call cost spread o
 class PlainRun:
     """Plain entries next to each other in a chunk, when the CSV alone is written: every row passes. Per entry:
     its facts, its rows' CSV text and their number. The spool keeps a run as one item, and
-    :func:`~probe_core.compare.rank.write_rank` writes it at once unless the job's verdicts name one of its
+    :func:`~probe_compare.rank.write_rank` writes it at once unless the job's verdicts name one of its
     entries."""
 
     facts: list[EntryFacts]

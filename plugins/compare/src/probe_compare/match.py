@@ -8,7 +8,7 @@
 * by name (``--rules msprobe``, msprobe's matching): the same name, except that backward entries are
   renumbered by their order among the backward calls of the same API/module, so an extra forward
   (activation recomputation) does not shift them;
-* with a :class:`~probe_core.compare.mapping.NameMap` (``--mapping`` or the
+* with a :class:`~probe_compare.mapping.NameMap` (``--mapping`` or the
   built-in cross-framework table), target names are renamed into the bench's
   naming first, and module class names are left out of the match (paths are
   unique and classes differ between frameworks: ``Dense`` vs ``Linear``).
@@ -24,9 +24,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from probe_core.compare.mapping import NameMap
-from probe_core.dump.names import DIRECTIONS, common_api_name, parse_entry_name
-from probe_core.dump.reader import EntryRef
+from probe_compare.mapping import NameMap
+from probe_core.api import DIRECTIONS, EntryRef, common_api_name, parse_entry_name
 
 
 @dataclass(frozen=True, slots=True)

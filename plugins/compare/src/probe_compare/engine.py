@@ -1,10 +1,10 @@
 """Run a compare: pair rank dumps, compare each pair's entries, judge the job, write.
 
-The compare pipeline, stage by stage: :mod:`~probe_core.compare.match` pairs entries,
-:mod:`~probe_core.compare.columnar` (plain entries, as columns) and :mod:`~probe_core.compare.entries` (the
-others, row by row) compare them with the comparators, :mod:`~probe_core.compare.judge` and
-:mod:`~probe_core.compare.verdicts` decide what is wrong, :mod:`~probe_core.compare.render` makes the rows
-and :mod:`~probe_core.compare.rank` writes them; :mod:`~probe_core.compare.chunks` runs a rank pair's
+The compare pipeline, stage by stage: :mod:`~probe_compare.match` pairs entries,
+:mod:`~probe_compare.columnar` (plain entries, as columns) and :mod:`~probe_compare.entries` (the
+others, row by row) compare them with the comparators, :mod:`~probe_compare.judge` and
+:mod:`~probe_compare.verdicts` decide what is wrong, :mod:`~probe_compare.render` makes the rows
+and :mod:`~probe_compare.rank` writes them; :mod:`~probe_compare.chunks` runs a rank pair's
 entries a chunk at a time, in one or ``--workers`` processes. :func:`run_compare` is what ``probe
 compare`` calls. Memory stays bounded: both dumps are indexed (names and byte spans), then entries are loaded
 a chunk at a time in the target's execution order and rows stream to a spool, then to the CSV/XLSX writers.
@@ -18,18 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from probe_core.compare import output
-from probe_core.compare.judge import EntryFacts, NoiseReference
-from probe_core.compare.options import CompareOptions, RankResult
-from probe_core.compare.pairs import compare_pairs, dump_spec, pair_dumps
-from probe_core.compare.rank import write_rank
-from probe_core.compare.rules import ERROR, PASS, UNMATCHED, WARNING
-from probe_core.compare.verdicts import JobAnswer, StepFacts, first_of_job, judge_job
-from probe_core.dump import RankDump, discover
-from probe_core.dump.order import is_communication
-from probe_core.executor import ExecutorChoice, RegistryRef, job_executor, registry_of, registry_ref, run_jobs
-from probe_core.gcpause import collector_paused, left_to_exit
-from probe_core.outputs import output_folder, writing
+from probe_compare import output
+from probe_compare.judge import EntryFacts, NoiseReference
+from probe_compare.options import CompareOptions, RankResult
+from probe_compare.pairs import compare_pairs, dump_spec, pair_dumps
+from probe_compare.rank import write_rank
+from probe_compare.rules import ERROR, PASS, UNMATCHED, WARNING
+from probe_compare.verdicts import JobAnswer, StepFacts, first_of_job, judge_job
+from probe_core.api import (ExecutorChoice, RankDump, RegistryRef, collector_paused, discover, is_communication,
+                            job_executor, left_to_exit, output_folder, registry_of, registry_ref, run_jobs, writing)
 
 __all__ = ["CompareOptions", "RankResult", "compare_chain", "compare_chains", "compare_pairs", "pair_dumps",
            "run_compare"]
@@ -51,7 +48,7 @@ def _run_compare(options: CompareOptions, registry, out: Path) -> dict[str, Any]
     options = dataclasses.replace(options, stamp=options.stamp or output.timestamp(), step_folders=len(steps) > 1)
     references: Mapping[int, NoiseReference] = {}
     if options.noise_reference is not None and options.rules == "noise":
-        from probe_core.compare.reference import noise_references
+        from probe_compare.reference import noise_references
 
         references = noise_references(options.noise_reference, registry, ranks=options.ranks, steps=options.steps,
                                       lenient=options.lenient, progress=options.progress)
@@ -171,7 +168,7 @@ def _compare_chain(pairs: Sequence[tuple[RankDump, RankDump]], registry, options
 
 
 def _answer_facts(step: StepFacts) -> list[EntryFacts]:
-    """The facts the job's answer reads (:func:`~probe_core.compare.verdicts.first_of_job`): the target's
+    """The facts the job's answer reads (:func:`~probe_compare.verdicts.first_of_job`): the target's
     communication calls, which order the ranks, and the step's first finding."""
     first = step.judgement.first if step.judgement is not None else None
     return [f for f in step.facts if (f.side != "bench" and is_communication(f.name))

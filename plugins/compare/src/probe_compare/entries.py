@@ -2,7 +2,7 @@
 judge's facts.
 
 :func:`compare_entry` is the per-entry stage of the compare pipeline that ``probe compare`` and ``probe graph``
-both run (the columnar path, :mod:`probe_core.compare.columnar`, takes the plain entries of a chunk at once and
+both run (the columnar path, :mod:`probe_compare.columnar`, takes the plain entries of a chunk at once and
 gives the same rows).
 """
 
@@ -12,13 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from probe_core.compare.comparator import LeafPair, LoadedComparator
-from probe_core.compare.judge import EntryFacts, entry_facts
-from probe_core.compare.mapping import NameMap
-from probe_core.compare.rules import ERROR, UNMATCHED, RowResult, judge_entry, judge_unmatched
-from probe_core.dump import DumpEntry, TensorMeta
-from probe_core.errors import DumpError, ProbeError
-from probe_core.modes import DataMode
+from probe_compare.comparator import LeafPair, LoadedComparator
+from probe_compare.judge import EntryFacts, entry_facts
+from probe_compare.mapping import NameMap
+from probe_compare.rules import ERROR, RowResult, UNMATCHED, judge_entry, judge_unmatched
+from probe_core.api import DataMode, DumpEntry, DumpError, ProbeError, TensorMeta
 
 
 @dataclass
@@ -62,7 +60,7 @@ def compare_entry(npu: DumpEntry | None, bench: DumpEntry | None, mode: DataMode
                   comparators: Sequence[LoadedComparator], lenient: bool = False,
                   name_map: NameMap | None = None, postprocess: Any = None, rules: str = "noise") -> EntryOutcome:
     """Compare one matched entry (either side ``None`` for an unmatched one): metrics, the rules' verdicts
-    and the facts the step's judge needs (:mod:`probe_core.compare.judge`).
+    and the facts the step's judge needs (:mod:`probe_compare.judge`).
 
     ``probe compare`` and ``probe graph`` both call it. ``name_map`` pairs tensors whose names differ
     (MindSpore ``gamma`` with PyTorch ``weight``, -am/-dm maps); ``postprocess`` is ``--config``'s tensor

@@ -1,6 +1,6 @@
 """Rank dump pairs: which target dump meets which bench dump, and the compare of each pair (facts and spooled rows,
-not yet judged or written). The job (:mod:`probe_core.compare.engine`) and the noise reference
-(:mod:`probe_core.compare.reference`) both start here.
+not yet judged or written). The job (:mod:`probe_compare.engine`) and the noise reference
+(:mod:`probe_compare.reference`) both start here.
 """
 
 from __future__ import annotations
@@ -9,11 +9,10 @@ import dataclasses
 import warnings
 from pathlib import Path
 
-from probe_core.compare.options import CompareOptions
-from probe_core.compare.rank import PendingRank, _probe_warning, compare_ranks, rank_label
-from probe_core.dump import RankDump
-from probe_core.errors import CompareError
-from probe_core.executor import ExecutorChoice, RegistryRef, job_executor, registry_of, registry_ref, run_jobs
+from probe_compare.options import CompareOptions
+from probe_compare.rank import PendingRank, _probe_warning, compare_ranks, rank_label
+from probe_core.api import (CompareError, ExecutorChoice, RankDump, RegistryRef, job_executor, registry_of,
+                            registry_ref, run_jobs)
 
 
 def pair_dumps(targets: list[RankDump], benches: list[RankDump]) -> list[tuple[RankDump, RankDump]]:

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from probe_core.errors import GraphError
-from probe_core.graph.model import Graph
+from probe_core.api import GraphError
+from probe_graph.model import Graph
 
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"
 AXES = ("tp", "cp", "ep", "dp", "pp")

@@ -1,4 +1,4 @@
-/* probe_core.compare.judge._spread in C, for the common entry: how far apart its outputs, inputs and parameters
+/* probe_compare.judge._spread in C, for the common entry: how far apart its outputs, inputs and parameters
  * are, from each row's discrepancy and (to see a cancelled sum) its statistics.
  *
  * configure(check, cancelled, parameters)

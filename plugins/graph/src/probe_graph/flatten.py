@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from probe_core.graph.model import TensorTable
-from probe_core.graph.names import is_params_grad
+from probe_core.api import is_params_grad, native_flatten_entry
+from probe_graph.model import TensorTable
 
 INPUT_KEYS = (("input_args", "input"), ("input", "input"), ("input_kwargs", "input"), ("parameters", "parameters"))
 
@@ -58,7 +58,4 @@ def python_flatten_entry(name: str, entry: dict[str, Any]) -> tuple[TensorTable,
     return inputs, outputs
 
 
-try:
-    from probe_core._reprs import flatten_entry
-except ImportError:  # the C extension is optional (setup.py)
-    flatten_entry = python_flatten_entry
+flatten_entry = native_flatten_entry or python_flatten_entry  # the C one is optional (probe-core's setup.py)

@@ -9,12 +9,11 @@ from functools import lru_cache
 from itertools import chain
 from typing import Any
 
-from probe_core.compare import output
-from probe_core.compare.columnar import Plain, Rows
-from probe_core.compare.entries import EntryOutcome
-from probe_core.compare.rules import PASS
-from probe_core.dump import DumpEntry
-from probe_core.fastjson import float_texts
+from probe_compare import output
+from probe_compare.columnar import Plain, Rows
+from probe_compare.entries import EntryOutcome
+from probe_compare.rules import PASS
+from probe_core.api import DumpEntry, float_texts
 
 
 @lru_cache(maxsize=8)

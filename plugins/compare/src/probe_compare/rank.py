@@ -9,23 +9,19 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any
 
-from probe_core.compare import output
-from probe_core.compare.chunks import ChunkJob, PlainRun
-from probe_core.compare.columnar import ColumnarCompare
-from probe_core.compare.comparator import known_modes, load_comparators
-from probe_core.compare.judge import EntryFacts, Finding
-from probe_core.compare.mapping import (NameMap, builtin_map, consistent_check_map, load_api_mapping,
+from probe_compare import output
+from probe_compare.chunks import ChunkJob, PlainRun
+from probe_compare.columnar import ColumnarCompare
+from probe_compare.comparator import known_modes, load_comparators
+from probe_compare.judge import EntryFacts, Finding
+from probe_compare.mapping import (NameMap, builtin_map, consistent_check_map, load_api_mapping,
                                        load_cell_mapping, load_data_mapping, load_mapping)
-from probe_core.compare.match import Matcher, match_entries
-from probe_core.compare.options import CompareOptions, RankResult
-from probe_core.compare.postprocess import load_postprocess
-from probe_core.compare.rules import ERROR, PASS, UNMATCHED, WARNING, worst
-from probe_core.dump import RankDump
-from probe_core.errors import CompareError, ProbeError
-from probe_core.gcpause import collector_paused, left_to_exit
-from probe_core.modes import DataMode, pair_mode
-from probe_core.outputs import writing
-from probe_core.records import record
+from probe_compare.match import Matcher, match_entries
+from probe_compare.options import CompareOptions, RankResult
+from probe_compare.postprocess import load_postprocess
+from probe_compare.rules import ERROR, PASS, UNMATCHED, WARNING, worst
+from probe_core.api import (CompareError, DataMode, ProbeError, RankDump, collector_paused, left_to_exit, pair_mode,
+                            record, writing)
 
 
 def detect_mode(target: RankDump, bench: RankDump, registry: Any) -> DataMode:
@@ -48,7 +44,7 @@ def _warn_on_backward_layouts(target: RankDump, bench: RankDump) -> None:
 
 
 def _probe_warning():
-    from probe_core.plugins import ProbeWarning
+    from probe_core.api import ProbeWarning
 
     return ProbeWarning
 
@@ -273,7 +269,7 @@ def _count(results: Sequence[str], counts: dict[str, int], row_counts: dict[str,
     return entry_result
 
 
-#: what a communication call that adds error says (:attr:`~probe_core.compare.judge.Finding.received`)
+#: what a communication call that adds error says (:attr:`~probe_compare.judge.Finding.received`)
 RECEIVED = (" The divergence arrives through this call: from another rank whose own entries diverge first (see the"
             " job's first divergence in summary.json), or, when every rank shows it here, made by the call itself.")
 

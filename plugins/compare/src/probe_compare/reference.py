@@ -3,8 +3,8 @@
 A user who has a pair of runs known to be good (the target stack on a release that trained well against the
 same bench, or the bench run twice on other kernels) gives it to ``probe compare`` or ``probe graph``. probe
 compares that pair first (facts only, nothing written) and keeps, per rank, the worst discrepancy of each
-entry's inputs and outputs and each step's loss (:class:`~probe_core.compare.judge.NoiseReference`). The
-judge then calls an entry an error only when it shows :data:`~probe_core.compare.judge.REFERENCE_MARGIN`
+entry's inputs and outputs and each step's loss (:class:`~probe_compare.judge.NoiseReference`). The
+judge then calls an entry an error only when it shows :data:`~probe_compare.judge.REFERENCE_MARGIN`
 times more error than the reference pair does there: bf16 noise that a fixed factor must tolerate everywhere
 is measured where it is, and smaller bugs stand out.
 """
@@ -17,11 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from probe_core.compare.judge import NoiseReference
-from probe_core.compare.options import CompareOptions
-from probe_core.compare.pairs import compare_pairs, pair_dumps
-from probe_core.dump import discover
-from probe_core.errors import CompareError, ProbeError
+from probe_compare.judge import NoiseReference
+from probe_compare.options import CompareOptions
+from probe_compare.pairs import compare_pairs, pair_dumps
+from probe_core.api import CompareError, ProbeError, discover
 
 
 def reference_pair(paths: Sequence[str | Path], bench: str | Path) -> tuple[Path, Path]:

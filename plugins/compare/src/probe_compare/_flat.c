@@ -1,4 +1,4 @@
-/* probe_core.compare.columnar._flat in C: the (key, statistics) of a flat entry, None for any other.
+/* probe_compare.columnar._flat in C: the (key, statistics) of a flat entry, None for any other.
  *
  * configure(sections, tensor_keys, argument_keys)
  *   columnar.py's constants, given once at import: the section names (SECTIONS' first fields, in order),
@@ -227,7 +227,7 @@ static int read_section(PyObject *section, PyObject *value, Items *key, Items *s
 
 static PyObject *flat(PyObject *self, PyObject *data) {
     if (sections == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "probe_core.compare._flat: configure() was not called");
+        PyErr_SetString(PyExc_RuntimeError, "probe_compare._flat: configure() was not called");
         return NULL;
     }
     if (!PyDict_Check(data)) {

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from probe_core.errors import CompareError
+from probe_core.api import CompareError
 
 MAX_ROWS = 1_048_576
 _ILLEGAL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
@@ -100,7 +100,7 @@ class StreamingXlsx:
 
     def __init__(self, path: Path, header: Sequence[str], fills: dict[str, str], sheet_name: str = "compare_result",
                  max_rows: int = MAX_ROWS) -> None:
-        from probe_core.outputs import create_exclusive
+        from probe_core.api import create_exclusive
 
         path = Path(path)
         self.header, self.sheet_name, self.max_rows = list(header), sheet_name, max_rows

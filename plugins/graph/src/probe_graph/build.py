@@ -1,4 +1,4 @@
-"""Build a :class:`~probe_core.graph.model.Graph` from one rank's construct, dump and stack data.
+"""Build a :class:`~probe_graph.model.Graph` from one rank's construct, dump and stack data.
 
 The hierarchy comes from construct.json (``{child: parent or null}``); entries
 only dump.json has (``parameters_grad``) hang under their module's backward
@@ -15,19 +15,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from probe_core.errors import GraphError
-from probe_core.graph.flatten import flatten_entry
-from probe_core.graph.model import API_GROUP_PREFIX, Graph, Node, NodeKind
-from probe_core.graph.names import (
-    BACKWARD,
-    FORWARD,
-    MODULE_PREFIXES,
-    PARAMS_GRAD_PART,
-    counterpart,
-    direction,
-    is_params_grad,
-    without_count,
-)
+from probe_core.api import BACKWARD, FORWARD, GraphError, counterpart, direction, is_params_grad, without_count
+from probe_graph.flatten import flatten_entry
+from probe_graph.model import API_GROUP_PREFIX, Graph, Node, NodeKind
+
+_MODULE_PREFIXES = ("Module.", "Cell.")  # what is_module(name) looks for, inline
+_PARAMS_GRAD_PART = ".parameters_grad."  # what is_params_grad(name) looks for, inline
 
 
 def _parent_of(name: str, construct: Mapping[str, Any], known: set[str] | dict) -> str | None:
@@ -121,11 +114,11 @@ def build_graph(construct: Mapping[str, Any], data: Mapping[str, Any],
     nodes = graph.nodes
     module, api = NodeKind.MODULE, NodeKind.API
     for name in order:
-        nodes[name] = Node(name, module if name.startswith(MODULE_PREFIXES) else api)  # is_module(name), inline
+        nodes[name] = Node(name, module if name.startswith(_MODULE_PREFIXES) else api)  # is_module(name), inline
     root, parent_in_construct, node_of = graph.root, construct.get, nodes.get
     for name in order:
         parent = parent_in_construct(name)
-        if parent is None or PARAMS_GRAD_PART in name:  # is_params_grad(name); else as construct.json says: most
+        if parent is None or _PARAMS_GRAD_PART in name:  # is_params_grad(name); else as construct.json says: most
             parent = _parent_of(name, construct, nodes)
         child, above = nodes[name], node_of(parent, root)  # type: ignore[arg-type]
         child.parent = above  # above.add_child(child), inline

@@ -8,7 +8,7 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any
 
-from probe_core.records import record
+from probe_core.api import record
 
 
 @record(frozen=False)
