@@ -277,3 +277,26 @@ def test_the_scanner_reads_every_number_as_float_does():
     bad = [(token, got, want) for token, got, want in zip((t for leaf in leaves for t in leaf), read, wanted)
            if struct.pack("<d", got) != struct.pack("<d", want)]
     assert not bad, bad[:5]
+
+
+def test_the_scanner_reads_every_integer_as_json_does():
+    """Integer statistics (an integer tensor's Max, Min) are json's int() of their tokens, at every length: up to
+    18 digits the scanner's own reading, longer ones as json reads them."""
+    import json
+    import random
+
+    from probe_core.dump import _scan
+
+    rnd = random.Random(5)
+    tokens = ["0", "-0", "9" * 18, "-" + "9" * 18, "1" + "0" * 18, "-9223372036854775808", "18446744073709551616"]
+    for _ in range(2000):
+        digits = str(rnd.randint(1, 9)) + "".join(rnd.choice("0123456789") for _ in range(rnd.randint(0, 24)))
+        tokens.append(rnd.choice(["", "-"]) + digits)
+    tokens += ["0"] * (-len(tokens) % 4)
+    leaves = [tokens[i:i + 4] for i in range(0, len(tokens), 4)]
+    text = '"k": {"output": [' + ", ".join(tensor(stats=tuple(leaf)) for leaf in leaves) + "]}}"
+    members, _, state = _scan.scan(text, 0, 0, {})
+    assert state == _scan.CLOSED and len(members) == 1
+    read = members[0][4][1]
+    wanted = [json.loads(token) for token in tokens]
+    assert [(type(v), v) for v in read] == [(type(v), v) for v in wanted]

@@ -82,24 +82,53 @@ static int string(Scan *c, Py_ssize_t *a, Py_ssize_t *b, int plain) {
     return 0;
 }
 
-/* The exact key `name` and the ':' after it. */
-static int key(Scan *c, const char *name) {
-    Py_ssize_t a, b, len = (Py_ssize_t)strlen(name);
+/* The exact key `name` and the ':' after it. Its bytes are compared at once where the window holds them; else
+ * (a key cut by the window's end, or another key) it is read as a string, which leaves reading where the caller
+ * expects it (at the window's end for a cut key). */
+static int key(Scan *c, const char *name, Py_ssize_t len) {
+    Py_ssize_t a, b;
+    blank(c);
+    if (c->p + len + 2 <= c->n && c->s[c->p] == '"' && c->s[c->p + 1 + len] == '"'
+            && memcmp(c->s + c->p + 1, name, len) == 0) {
+        c->p += len + 2;
+        return take(c, ':');
+    }
     return string(c, &a, &b, 1) && b - a == len && memcmp(c->s + a, name, len) == 0 && take(c, ':');
 }
+#define KEY(c, name) key(c, name, (Py_ssize_t)sizeof(name) - 1)
 
-static int digits(Scan *c) {
+/* A decimal number token as it is read: its first 19 significant digits w, the power of ten they are scaled
+ * by, its sign; exact is 0 when it has more digits, an exponent beyond 1000, or is not a plain number. */
+typedef struct {
+    uint64_t w;
+    int digits, exp10, negative, exact;
+} Decimal;
+
+/* Digits, each taken into d (fraction: after the point, each scales it down by ten). */
+static int digits(Scan *c, Decimal *d, int fraction) {
     Py_ssize_t from = c->p;
-    while (c->p < c->n && c->s[c->p] >= '0' && c->s[c->p] <= '9')
-        c->p++;
+    while (c->p < c->n && c->s[c->p] >= '0' && c->s[c->p] <= '9') {
+        unsigned char ch = c->s[c->p++];
+        if (d->digits || ch != '0') {  /* leading zeros are no significant digits */
+            if (d->digits == 19)
+                d->exact = 0;
+            else {
+                d->w = 10 * d->w + (uint64_t)(ch - '0');
+                d->digits++;
+            }
+        }
+        d->exp10 -= fraction;
+    }
     return c->p > from;
 }
 
-/* A JSON number (json's NaN, Infinity and -Infinity too): its span, and whether it is an integer. */
-static int number(Scan *c, Py_ssize_t *a, int *integer) {
+/* A JSON number (json's NaN, Infinity and -Infinity too): its span, whether it is an integer, and its decimal
+ * form (exact only for a plain number). */
+static int number(Scan *c, Py_ssize_t *a, int *integer, Decimal *d) {
     blank(c);
     *a = c->p;
     *integer = 0;
+    *d = (Decimal){0, 0, 0, 0, 0};
     static const char *words[] = {"NaN", "Infinity", "-Infinity"};
     unsigned char first = c->p < c->n ? c->s[c->p] : 0;
     int word = first == 'N' || first == 'I' || (first == '-' && c->p + 1 < c->n && c->s[c->p + 1] == 'I');
@@ -110,25 +139,36 @@ static int number(Scan *c, Py_ssize_t *a, int *integer) {
             return 1;
         }
     }
-    if (c->p < c->n && c->s[c->p] == '-')
+    d->exact = 1;
+    if (c->p < c->n && c->s[c->p] == '-') {
+        d->negative = 1;
         c->p++;
+    }
     if (c->p < c->n && c->s[c->p] == '0')
         c->p++;
-    else if (!digits(c))
+    else if (!digits(c, d, 0))
         return 0;
     *integer = 1;
     if (c->p < c->n && c->s[c->p] == '.') {
         c->p++;
-        if (!digits(c))
+        if (!digits(c, d, 1))
             return 0;
         *integer = 0;
     }
     if (c->p < c->n && (c->s[c->p] == 'e' || c->s[c->p] == 'E')) {
         c->p++;
+        int minus = c->p < c->n && c->s[c->p] == '-', e = 0;
         if (c->p < c->n && (c->s[c->p] == '+' || c->s[c->p] == '-'))
             c->p++;
-        if (!digits(c))
+        Py_ssize_t from = c->p;
+        for (; c->p < c->n && c->s[c->p] >= '0' && c->s[c->p] <= '9'; c->p++)
+            if (e <= 1000)
+                e = 10 * e + (c->s[c->p] - '0');
+        if (c->p == from)
             return 0;
+        if (e > 1000)
+            d->exact = 0;
+        d->exp10 += minus ? -e : e;
         *integer = 0;
     }
     return c->p < c->n;  /* a number the window ends in may go on in the next window */
@@ -151,6 +191,28 @@ static const long double POW10[] = {1e0L, 1e1L, 1e2L, 1e3L, 1e4L, 1e5L, 1e6L, 1e
  * two doubles (its 11 low bits 0x400): every halfway point is on the 64-bit grid, so an r off them is on the
  * same side of each as the exact value. Statistics written by repr() have 17 significant digits: the usual
  * correctly rounded parse then needs big-number arithmetic, this needs one multiplication. */
+static int decimal_double(uint64_t w, int exp10, int negative, double *out) {
+#ifdef EXTENDED_DOUBLE
+    if (w == 0) {
+        *out = negative ? -0.0 : 0.0;
+        return 1;
+    }
+    if (exp10 < -27 || exp10 > 27)
+        return 0;
+    long double x = exp10 < 0 ? (long double)w / POW10[-exp10] : (long double)w * POW10[exp10];
+    uint64_t bits;
+    memcpy(&bits, &x, sizeof bits);  /* the x87 format's first 8 bytes: its 64-bit mantissa */
+    if ((bits & 0x7FF) == 0x400)
+        return 0;
+    *out = negative ? -(double)x : (double)x;
+    return 1;
+#else
+    (void)w, (void)exp10, (void)negative, (void)out;
+    return 0;
+#endif
+}
+
+/* decimal_double of the number token t[0:len), read here. */
 static int fast_double(const char *t, Py_ssize_t len, double *out) {
 #ifdef EXTENDED_DOUBLE
     const char *p = t, *end = t + len;
@@ -184,19 +246,7 @@ static int fast_double(const char *t, Py_ssize_t len, double *out) {
     }
     if (p != end)
         return 0;
-    if (w == 0) {
-        *out = negative ? -0.0 : 0.0;
-        return 1;
-    }
-    if (exp10 < -27 || exp10 > 27)
-        return 0;
-    long double x = exp10 < 0 ? (long double)w / POW10[-exp10] : (long double)w * POW10[exp10];
-    uint64_t bits;
-    memcpy(&bits, &x, sizeof bits);  /* the x87 format's first 8 bytes: its 64-bit mantissa */
-    if ((bits & 0x7FF) == 0x400)
-        return 0;
-    *out = negative ? -(double)x : (double)x;
-    return 1;
+    return decimal_double(w, exp10, negative, out);
 #else
     (void)t, (void)len, (void)out;
     return 0;
@@ -247,9 +297,17 @@ static int grow(Scan *c, Py_ssize_t more) {
 static int statistic(Scan *c, int cut) {
     Py_ssize_t a;
     int integer;
-    if (!number(c, &a, &integer))
+    Decimal d;
+    double x;
+    if (!number(c, &a, &integer, &d))
         return 0;
-    PyObject *value = number_value(c, a, integer);
+    PyObject *value;
+    if (d.exact && integer && d.digits <= 18)  /* int() of it, read already */
+        value = PyLong_FromLongLong(d.negative ? -(long long)d.w : (long long)d.w);
+    else if (d.exact && !integer && decimal_double(d.w, d.exp10, d.negative, &x))
+        value = PyFloat_FromDouble(x);
+    else
+        value = number_value(c, a, integer);
     if (value == NULL)
         return 0;
     int failed = PyList_Append(c->stats, value);
@@ -273,7 +331,7 @@ static int statistic(Scan *c, int cut) {
 /* A leaf: a tensor record (its four statistics cut) or a number argument (its value four times). */
 static int leaf(Scan *c) {
     Py_ssize_t a, b;
-    if (!take(c, '{') || !key(c, "type") || !string(c, &a, &b, 0) || !take(c, ','))
+    if (!take(c, '{') || !KEY(c, "type") || !string(c, &a, &b, 0) || !take(c, ','))
         return 0;
     if (!string(c, &a, &b, 1) || !take(c, ':'))
         return 0;
@@ -289,24 +347,25 @@ static int leaf(Scan *c) {
         return take(c, '}');
     }
     if (b - a != 5 || memcmp(c->s + a, "dtype", 5) != 0 || !string(c, &a, &b, 0) || !take(c, ',')
-        || !key(c, "shape") || !take(c, '['))
+        || !KEY(c, "shape") || !take(c, '['))
         return 0;
     if (!take(c, ']')) {
         do {
             int integer;
-            if (!number(c, &a, &integer) || !integer)
+            Decimal d;
+            if (!number(c, &a, &integer, &d) || !integer)
                 return 0;
         } while (take(c, ','));
         if (!take(c, ']'))
             return 0;
     }
-    static const char *stats[] = {"Max", "Min", "Mean", "Norm"};
-    for (int i = 0; i < 4; i++)
-        if (!take(c, ',') || !key(c, stats[i]) || !statistic(c, 1))
-            return 0;
+    if (!take(c, ',') || !KEY(c, "Max") || !statistic(c, 1) || !take(c, ',') || !KEY(c, "Min") || !statistic(c, 1)
+        || !take(c, ',') || !KEY(c, "Mean") || !statistic(c, 1) || !take(c, ',') || !KEY(c, "Norm")
+        || !statistic(c, 1))
+        return 0;
     if (take(c, '}'))
         return 1;  /* no requires_grad (MindSpore's records) */
-    if (!take(c, ',') || !key(c, "requires_grad"))
+    if (!take(c, ',') || !KEY(c, "requires_grad"))
         return 0;
     blank(c);
     static const char *flags[] = {"true", "false", "null"};
