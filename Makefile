@@ -50,11 +50,12 @@ browser:
 		apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; } || \
 		echo "make browser: chromium not installed (needs root and apt-get); the browser tests will skip"
 
-# The suite runs on up to 4 workers (pytest-xdist); tests that share fixtures stay on one (tests/conftest.py).
+# The suite runs on up to 4 workers (pytest-xdist); tests that share fixtures stay on one, the longest start first
+# (tests/conftest.py); the 20 slowest tests are listed at the end.
 TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print(min(4, len(os.sched_getaffinity(0))))")
 
 test: $(STAMP) browser
-	$(PY) -m pytest -q -n $(TEST_WORKERS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=20
 
 # The GPU-marked tests, then the dump overhead benchmark, on a CUDA machine (under 6 minutes); without CUDA it
 # says so and succeeds. NOTE: benchmarks/dump_overhead.py has no device option yet: its figures are CPU ones.

@@ -3,7 +3,9 @@
 * the tests of a folder whose conftest.py makes fixtures once per session (dumps, pip-installed packages) go to
   one worker, so those are made once;
 * the client matrix goes to one worker per client (a client's three levels read the same five runs);
-* any other test file goes to one worker (its module-scoped fixtures are made once).
+* any other test file goes to one worker (its module-scoped fixtures are made once);
+* the longest units (:data:`LONGEST_FIRST`) are handed out first, so one worker runs each of them while the other
+  takes the many short ones, and the run does not end on one worker still busy with a long unit.
 
 xdist's own ``--dist loadgroup`` cannot say this under pytest 9: it tags a test's node id through an attribute
 pytest no longer reads, so ``xdist_group`` marks are ignored. The scheduler below groups by these scopes
@@ -42,6 +44,17 @@ def scope_of(nodeid: str) -> str:
             return folder
         folder = folder.rpartition("/")[0]
     return path
+
+
+#: the units that take longest on the 2-core box (``--durations``, 2026-12-08: the interop tests ~10 min of one
+#: worker, the sharded runs ~4 min, locate ~2.5 min), in the order they start
+LONGEST_FIRST = ("tests/interop", "tests/collect/test_sharded.py", "tests/locate/test_locate.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The longest units first, the rest in collection order (every xdist worker sorts alike)."""
+    rank = {scope: place for place, scope in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(scope_of(item.nodeid), len(rank)))
 
 
 @pytest.hookimpl(optionalhook=True)
