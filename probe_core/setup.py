@@ -4,9 +4,10 @@
   framework's own reductions (``probe_core.collect.fused``);
 * the dump scanner (``probe_core.dump._scan``), which reads the flat entries of a statistics dump.json
   without building their values; without it every entry is decoded (``probe_core.dump.jsonstream``);
-* ``probe_core._reprs``, repr() of many floats at once from msgspec's text of them, and CSV rows joined from
-  columns of cells (the compare's CSV), the graph viewer's input/output tables; without it each float is repr()'s (``probe_core.fastjson.float_texts``) and the rows are
-  joined by ``str.join`` (``probe-compare``'s ``output.join_rows``).
+* ``probe_core._reprs``, repr() of many floats at once from msgspec's text of them, CSV rows joined from columns
+  of cells (the compare's CSV) and the graph viewer's input/output tables; without it each float is repr()'s
+  (``probe_core.fastjson.float_texts``) and the rows are joined by ``str.join`` (probe-compare's
+  ``output.join_rows``).
 
 Everything else is declared in pyproject.toml.
 """
